@@ -1,0 +1,5 @@
+"""The CUDA dialect (NVIDIA GPUs, nvcc)."""
+
+from .dialect import Dialect
+
+CUDA = Dialect(name="cuda", api="cuda", suffix=".cu", compiler="nvcc")

@@ -1,0 +1,388 @@
+"""Lowering of one SDFG state's dataflow to kernel work items.
+
+Each top-level map becomes a grid-stride loop over the whole grid; each top-level tasklet runs on
+the leader thread; each top-level copy becomes a grid-stride copy. Inside a map, the scope runs
+sequentially per thread: nested maps are plain loops, tasklets read and write through memlets.
+
+Write-conflict resolution (DaCe WCR) is resolved per case:
+- a map whose WCR outputs do not depend on some of its parameters (a reduction: ``C[i, j] +=
+  A[i, k] * B[k, j]``) runs in parallel over the output parameters and sequentially over the
+  others, accumulating in a register;
+- a map whose outputs depend on none of its parameters (a full reduction) splits the reduced
+  space over the grid, each thread accumulates, then combines atomically;
+- any other WCR write is a plain read-modify-write when the thread owns the location, else atomic.
+"""
+
+from __future__ import annotations
+
+import dace
+from dace import dtypes, subsets
+from dace.frontend.operations import detect_reduction_type
+from dace.sdfg import nodes
+from dace.sdfg.state import SDFGState
+
+from dace_cpufree.errors import NotPersistableError
+
+from .context import KernelContext
+from .expressions import INDEX_T, cexpr, range_extents, tasklet_code
+from .ir import Executor, Item
+
+_WCR_OPS = {
+    dtypes.ReductionType.Sum: "Sum",
+    dtypes.ReductionType.Product: "Product",
+    dtypes.ReductionType.Min: "Min",
+    dtypes.ReductionType.Max: "Max",
+}
+
+
+def wcr_op(wcr: str) -> str:
+    kind = detect_reduction_type(wcr)
+    if kind not in _WCR_OPS:
+        raise NotPersistableError(f"write-conflict resolution '{wcr}' is not a sum, product, min or max.")
+    return f"cpufree::Op::{_WCR_OPS[kind]}"
+
+
+def _indent(lines: list[str], n: int = 1) -> list[str]:
+    return ["    " * n + line for line in lines]
+
+
+class ScopeWriter:
+    """Writes the sequential code of a scope's contents for one thread.
+
+    :param owned: map parameters that the enclosing grid-stride loop distributes over threads;
+                  a WCR write to a location that determines all of them is owned by this thread.
+    :param sinks: WCR outputs redirected to register accumulators, ``{(tasklet, conn): (var, op, flag)}``;
+                  with a flag, the update takes the value as is while the flag is false.
+    """
+
+    def __init__(self, ctx: KernelContext, state: SDFGState, owned: list[str], sinks=None):
+        self.ctx = ctx
+        self.state = state
+        self.sdict = state.scope_dict()
+        self.owned = owned
+        self.sinks = sinks or {}
+
+    def scope(self, entry: nodes.MapEntry | None) -> list[str]:
+        lines = []
+        for node in _topological(self.state, self.sdict, entry):
+            if isinstance(node, nodes.Tasklet):
+                lines += self.tasklet(node)
+            elif isinstance(node, nodes.MapEntry):
+                lines += self.sequential_map(node)
+            elif isinstance(node, nodes.AccessNode):
+                # Copies into this node (from a container or from outside the scope) and out of the scope.
+                for edge in self.state.in_edges(node):
+                    if isinstance(edge.src, (nodes.AccessNode, nodes.MapEntry)) and not edge.data.is_empty():
+                        lines += sequential_copy(self.ctx, self.state, edge, self.owned)
+                for edge in self.state.out_edges(node):
+                    if isinstance(edge.dst, nodes.MapExit) and not edge.data.is_empty():
+                        lines += sequential_copy(self.ctx, self.state, edge, self.owned)
+            elif isinstance(node, nodes.MapExit):
+                continue
+            else:
+                raise NotPersistableError(
+                    f"node '{node}' ({type(node).__name__}) inside map '{entry}' cannot run in a persistent kernel."
+                )
+        return lines
+
+    def sequential_map(self, entry: nodes.MapEntry) -> list[str]:
+        lines, depth = [], 0
+        for p, (b, e, s) in zip(entry.map.params, entry.map.range):
+            lines.append("    " * depth + f"for ({INDEX_T} {p} = {cexpr(b)}; {p} <= {cexpr(e)}; {p} += {cexpr(s)}) {{")
+            depth += 1
+        lines += _indent(self.scope(entry), depth)
+        lines += ["    " * d + "}" for d in reversed(range(depth))]
+        return lines
+
+    def tasklet(self, node: nodes.Tasklet) -> list[str]:
+        ctx, state = self.ctx, self.state
+        pre, post, defined = [], [], {}
+        for edge in state.in_edges(node):
+            if edge.data.is_empty() or edge.dst_conn is None:
+                continue
+            ctype = node.in_connectors[edge.dst_conn]
+            defined[edge.dst_conn] = ctype
+            pre.append(self._bind_input(edge, ctype))
+        for edge in state.out_edges(node):
+            if edge.data.is_empty() or edge.src_conn is None:
+                continue
+            conn, ctype = edge.src_conn, node.out_connectors[edge.src_conn]
+            defined[conn] = ctype
+            if _is_pointer(ctype):
+                pre.append(f"{ctype.ctype} {conn} = &{ctx.access(edge.data.data, edge.data.subset)};")
+                continue
+            pre.append(f"{ctype.ctype} {conn};")
+            post.append(self._write_output(node, edge, conn))
+        body = tasklet_code(node, defined).splitlines()
+        return ["{"] + _indent(pre + body + post) + ["}"]
+
+    def _bind_input(self, edge, ctype) -> str:
+        memlet = edge.data
+        target = self.ctx.access(memlet.data, memlet.subset)
+        if _is_pointer(ctype):
+            return f"{ctype.ctype} {edge.dst_conn} = &{target};"
+        return f"const {ctype.ctype} {edge.dst_conn} = {target};"
+
+    def _write_output(self, node, edge, conn: str) -> str:
+        memlet = edge.data
+        if (node, conn) in self.sinks:
+            var, op, started = self.sinks[(node, conn)]
+            update = f"cpufree::combine<{op}>({var}, {conn})"
+            return f"{var} = {started} ? {update} : {conn};" if started else f"{var} = {update};"
+        target = self.ctx.access(memlet.data, memlet.subset)
+        if memlet.wcr is None:
+            return f"{target} = {conn};"
+        op = wcr_op(memlet.wcr)
+        if memlet.data in self.ctx.local or owns(memlet.subset, self.owned):
+            return f"{target} = cpufree::combine<{op}>({target}, {conn});"
+        return f"cpufree::atomic_combine<{op}>(&{target}, {conn});"
+
+
+def owns(subset: subsets.Subset, params: list[str]) -> bool:
+    """Whether each value of ``params`` writes a distinct location of ``subset`` (each is a dim index)."""
+    dims = [rb for rb, _, _ in subset.ndrange()]
+    for p in params:
+        sym = dace.symbolic.symbol(p)
+        if not any((d - sym).free_symbols.isdisjoint(set(map(dace.symbolic.symbol, params))) for d in dims):
+            return False
+    return True
+
+
+def _is_pointer(ctype) -> bool:
+    return isinstance(ctype, dace.pointer)
+
+
+def _topological(state: SDFGState, sdict, entry):
+    return [n for n in dace.sdfg.utils.dfs_topological_sort(state) if sdict[n] is entry]
+
+
+def _decode(index: str, params: list[str], extents: list[str], ranges: list) -> list[str]:
+    """Turn one flat index into map parameters, last parameter fastest (contiguous)."""
+    lines = [f"{INDEX_T} __r = {index};"]
+    for k in reversed(range(len(params))):
+        b, _, s = ranges[k]
+        digit = "__r" if k == 0 else f"(__r % __e{k})"
+        lines.append(f"const {INDEX_T} {params[k]} = {cexpr(b)} + {digit} * ({cexpr(s)});")
+        if k > 0:
+            lines.append(f"__r /= __e{k};")
+    return lines
+
+
+def _grid_stride(params, ranges, body: list[str], prologue=(), epilogue=()) -> list[str]:
+    """``for`` over the product of ``ranges``, distributed over every thread of the grid."""
+    if not params:
+        return ["if (__tid == 0) {"] + _indent(list(prologue) + body + list(epilogue)) + ["}"]
+    extents = range_extents(subsets.Range(ranges))
+    lines = [f"const {INDEX_T} __e{k} = {e};" for k, e in enumerate(extents)]
+    lines.append(f"const {INDEX_T} __n = " + " * ".join(f"__e{k}" for k in range(len(params))) + ";")
+    lines += list(prologue)
+    lines.append(f"for ({INDEX_T} __f = __tid; __f < __n; __f += __nthreads) {{")
+    lines += _indent(_decode("__f", params, extents, ranges) + body)
+    lines.append("}")
+    lines += list(epilogue)
+    return lines
+
+
+def _locals(ctx: KernelContext, state: SDFGState, entry) -> list[str]:
+    names = sorted({n.data for n in state.scope_subgraph(entry).data_nodes() if n.data in ctx.local})
+    decls = []
+    for name in names:
+        desc = ctx.sdfg.arrays[name]
+        size = desc.total_size
+        if dace.symbolic.issymbolic(size):
+            raise NotPersistableError(f"thread-local array '{name}' has a symbolic size {size}.")
+        decls.append(f"{desc.dtype.ctype} {name}[{cexpr(size)}];")
+    return decls
+
+
+def _work(ctx: KernelContext, ranges) -> str | None:
+    """Host-computable iteration count of a grid-stride loop, if it only uses kernel arguments."""
+    rng = subsets.Range(ranges)
+    known = {a.name for a in ctx.args if a.kind in ("symbol", "scalar")}
+    if not {str(s) for s in rng.free_symbols} <= known:
+        return None
+    return " * ".join(f"({e})" for e in range_extents(rng)) if ranges else "1"
+
+
+def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Item:
+    """A top-level map as a grid-stride loop (with register reductions where it reduces)."""
+    exit_node = state.exit_node(entry)
+    params, ranges = list(entry.map.params), list(entry.map.range)
+    outputs = [e for e in state.in_edges(exit_node) if not e.data.is_empty()]
+    used = set()
+    for e in outputs:
+        used |= {str(s) for s in e.data.subset.free_symbols}
+    par = [p for p in params if p in used]
+    red = [p for p in params if p not in used]
+    reducible = (
+        red
+        and outputs
+        and all(e.data.wcr is not None and isinstance(e.src, nodes.Tasklet) for e in outputs)
+        and all(state.scope_dict()[e.src] is entry for e in outputs)
+    )
+    local = _locals(ctx, state, entry)
+    if not reducible:
+        body = local + ScopeWriter(ctx, state, params).scope(entry)
+        code = _grid_stride(params, ranges, body)
+        work = _work(ctx, ranges)
+    elif par:
+        code = _register_reduction(ctx, state, entry, outputs, par, red, local)
+        work = _work(ctx, [ranges[params.index(p)] for p in par])
+    else:
+        code = _grid_reduction(ctx, state, entry, outputs, local)
+        work = _work(ctx, ranges)
+    reads, writes = scope_accesses(ctx, state, entry)
+    return Item(f"map {entry.map.label}", ["{"] + _indent(code) + ["}"], reads, writes, Executor.GRID, work)
+
+
+def _register_reduction(ctx, state, entry, outputs, par, red, local) -> list[str]:
+    params, ranges = list(entry.map.params), list(entry.map.range)
+    sinks, load, store = {}, [], []
+    for e in outputs:
+        var = ctx.fresh("acc")
+        op = wcr_op(e.data.wcr)
+        target = ctx.access(e.data.data, e.data.subset)
+        ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
+        sinks[(e.src, e.src_conn)] = (var, op, None)
+        load.append(f"{ctype} {var} = {target};")
+        store.append(f"{target} = {var};")
+    inner, depth = [], 0
+    for p in red:
+        b, e, s = ranges[params.index(p)]
+        inner.append("    " * depth + f"for ({INDEX_T} {p} = {cexpr(b)}; {p} <= {cexpr(e)}; {p} += {cexpr(s)}) {{")
+        depth += 1
+    inner += _indent(local + ScopeWriter(ctx, state, par, sinks).scope(entry), depth)
+    inner += ["    " * d + "}" for d in reversed(range(depth))]
+    return _grid_stride(par, [ranges[params.index(p)] for p in par], load + inner + store)
+
+
+def _grid_reduction(ctx, state, entry, outputs, local) -> list[str]:
+    """Outputs that depend on no map parameter: split the space over the grid, combine atomically."""
+    params, ranges = list(entry.map.params), list(entry.map.range)
+    sinks, decl, flush = {}, ["bool __has = false;"], []
+    for e in outputs:
+        var = ctx.fresh("acc")
+        op = wcr_op(e.data.wcr)
+        ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
+        target = ctx.access(e.data.data, e.data.subset)
+        # A thread's first contribution initialises its accumulator: no identity element is needed.
+        sinks[(e.src, e.src_conn)] = (var, op, "__has")
+        decl.append(f"{ctype} {var}{{}};")
+        flush.append(f"if (__has) cpufree::atomic_combine<{op}>(&{target}, {var});")
+    body = local + ScopeWriter(ctx, state, [], sinks).scope(entry) + ["__has = true;"]
+    return _grid_stride(params, ranges, body, prologue=decl, epilogue=flush)
+
+
+def scope_accesses(ctx: KernelContext, state: SDFGState, node) -> tuple[frozenset, frozenset]:
+    """Device containers read and written by a top-level node (a map scope, a tasklet)."""
+    if isinstance(node, nodes.MapEntry):
+        exit_node = state.exit_node(node)
+        edges = list(state.in_edges(node)) + state.scope_subgraph(node).edges() + list(state.out_edges(exit_node))
+    else:
+        edges = state.all_edges(node)
+    reads, writes = set(), set()
+    for e in edges:
+        if e.data.is_empty():
+            continue
+        if isinstance(e.src, nodes.AccessNode) and isinstance(e.dst, nodes.AccessNode):
+            reads.add(e.src.data)
+            writes.add(e.dst.data)
+        elif isinstance(e.dst, (nodes.AccessNode, nodes.MapExit)) or e.src is node:
+            writes.add(e.data.data)
+        else:
+            reads.add(e.data.data)
+    device = ctx.device
+    return frozenset(reads & device), frozenset(writes & device)
+
+
+def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> Item:
+    """A tasklet outside any map: scalar work done by the leader thread."""
+    code = ScopeWriter(ctx, state, []).tasklet(node)
+    reads, writes = scope_accesses(ctx, state, node)
+    return Item(f"tasklet {node.label}", ["if (__tid == 0) {"] + _indent(code) + ["}"], reads, writes, Executor.LEADER)
+
+
+def _copy_ends(state: SDFGState, edge) -> tuple[str, subsets.Subset, str, subsets.Subset]:
+    """Source and destination containers and subsets of a copy edge, also one that crosses a scope."""
+    path = state.memlet_path(edge)
+    src = edge.src.data if isinstance(edge.src, nodes.AccessNode) else path[0].src.data
+    dst = edge.dst.data if isinstance(edge.dst, nodes.AccessNode) else path[-1].dst.data
+    memlet = edge.data
+    if memlet.data == src:
+        src_sub, dst_sub = memlet.subset, memlet.other_subset or memlet.subset
+    else:
+        dst_sub, src_sub = memlet.subset, memlet.other_subset or memlet.subset
+    return src, src_sub, dst, dst_sub
+
+
+def _unflatten(tag: str, flat: str, sub: subsets.Subset) -> tuple[list[str], list]:
+    """Index of element ``flat`` (row-major) of ``sub``, as C++ lines and symbolic indices."""
+    sizes = [cexpr(s) for s in sub.size()]
+    lines = [f"{INDEX_T} __{tag} = {flat};"]
+    for k in reversed(range(len(sizes))):
+        lines.append(f"const {INDEX_T} __{tag}{k} = " + (f"__{tag}" if k == 0 else f"__{tag} % ({sizes[k]})") + ";")
+        if k > 0:
+            lines.append(f"__{tag} /= ({sizes[k]});")
+    index = [dace.symbolic.pystr_to_symbolic(f"({b}) + __{tag}{k} * ({s})") for k, (b, _, s) in enumerate(sub.ndrange())]
+    return lines, index
+
+
+def _copy(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list[str] | None) -> tuple[list[str], str]:
+    """Body of an element-wise copy loop over ``flat``, and the element count."""
+    src, src_sub, dst, dst_sub = _copy_ends(state, edge)
+    n = cexpr(src_sub.num_elements())
+    if src_sub.num_elements() == 1 and dst_sub.num_elements() == 1:
+        src_expr, dst_expr = ctx.access(src, src_sub), ctx.access(dst, dst_sub)
+        lines = []
+    else:
+        src_lines, src_index = _unflatten("s", flat, src_sub)
+        dst_lines, dst_index = _unflatten("d", flat, dst_sub)
+        src_expr, dst_expr = ctx.element(src, src_index), ctx.element(dst, dst_index)
+        lines = src_lines + dst_lines
+    wcr = edge.data.wcr
+    if wcr is None:
+        return lines + [f"{dst_expr} = {src_expr};"], n
+    op = wcr_op(wcr)
+    if owned is not None and (dst in ctx.local or owns(dst_sub, owned)):
+        return lines + [f"{dst_expr} = cpufree::combine<{op}>({dst_expr}, {src_expr});"], n
+    return lines + [f"cpufree::atomic_combine<{op}>(&{dst_expr}, {src_expr});"], n
+
+
+def sequential_copy(ctx: KernelContext, state: SDFGState, edge, owned: list[str]) -> list[str]:
+    body, n = _copy(ctx, state, edge, "__c", owned)
+    if n == "1":
+        return ["{"] + _indent(body) + ["}"]
+    return [f"for ({INDEX_T} __c = 0; __c < {n}; ++__c) {{"] + _indent(body) + ["}"]
+
+
+def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
+    """A copy between two containers outside any map, as a grid-stride loop."""
+    body, n = _copy(ctx, state, edge, "__f", None)
+    code = [f"for ({INDEX_T} __f = __tid; __f < {n}; __f += __nthreads) {{"] + _indent(body) + ["}"]
+    device = ctx.device
+    reads = frozenset({edge.src.data} & device)
+    writes = frozenset({edge.dst.data} & device)
+    return Item(f"copy {edge.src.data} -> {edge.dst.data}", ["{"] + _indent(code) + ["}"], reads, writes,
+                work=n if not any(c.isalpha() for c in n.replace("long", "")) else None)
+
+
+def state_items(ctx: KernelContext, state: SDFGState) -> list[Item]:
+    """The work items of a state, in a topological order of its top-level nodes."""
+    sdict = state.scope_dict()
+    out = []
+    for node in _topological(state, sdict, None):
+        if isinstance(node, nodes.MapEntry):
+            out.append(map_item(ctx, state, node))
+        elif isinstance(node, nodes.Tasklet):
+            out.append(tasklet_item(ctx, state, node))
+        elif isinstance(node, nodes.AccessNode):
+            out += [copy_item(ctx, state, e) for e in state.in_edges(node) if isinstance(e.src, nodes.AccessNode)]
+        elif isinstance(node, nodes.MapExit):
+            continue
+        else:
+            raise NotPersistableError(
+                f"node '{node}' ({type(node).__name__}) in state '{state.label}' cannot run inside a persistent "
+                "kernel: expand library nodes to device code and inline nested SDFGs first "
+                "(dace_cpufree.persistent_sdfg does both)."
+            )
+    return out

@@ -1,0 +1,33 @@
+"""The vendor dialect interface: what differs between CUDA and HIP in generated code.
+
+Generated kernels use the CUDA spelling of the runtime API (``cudaMalloc``); a dialect renames it
+(``hipMalloc``) and says which compiler builds it. Device-side differences (cooperative launch,
+grid groups, atomics) live in ``runtime.cuh``, selected by the compiler's own macros.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """A GPU programming dialect.
+
+    :param name: ``"cuda"`` or ``"hip"``.
+    :param api: prefix of the runtime API functions, types and enumerators.
+    :param suffix: source file suffix.
+    :param compiler: the compiler executable.
+    """
+
+    name: str
+    api: str
+    suffix: str
+    compiler: str
+
+    def translate(self, text: str) -> str:
+        """Renames the CUDA runtime API in ``text`` to this dialect's."""
+        if self.api == "cuda":
+            return text
+        return re.sub(r"\bcuda([A-Z]\w*)", rf"{self.api}\1", text)

@@ -1,0 +1,119 @@
+"""Symbolic expressions, memlet addresses and interstate code as C++ text.
+
+Everything here is pure text generation: no toolkit is needed, so CPU tests can assert on it.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from io import StringIO
+
+import dace
+from dace import data as dt
+from dace import subsets
+from dace.codegen import cppunparse
+from dace.codegen.common import sym2cpp
+
+INDEX_T = "long long"
+
+
+def kernel_symbols(sdfg: dace.SDFG) -> list[str]:
+    """Symbols the kernel defines itself: loop variables and interstate assignment targets."""
+    from dace.sdfg.state import LoopRegion
+
+    names = set(sdfg.symbols)
+    for region in sdfg.all_control_flow_regions():
+        if isinstance(region, LoopRegion) and region.loop_variable:
+            names.add(region.loop_variable)
+    for edge in sdfg.all_interstate_edges():
+        names |= set(edge.data.assignments)
+    return sorted(names)
+
+
+def cexpr(expr) -> str:
+    """C++ text of a symbolic expression (sympy, int or string)."""
+    if isinstance(expr, str):
+        expr = dace.symbolic.pystr_to_symbolic(expr)
+    return sym2cpp(expr)
+
+
+def flat_offset(desc: dt.Data, index: list) -> str:
+    """Linear element offset of ``index`` (one expression per dimension) into ``desc``."""
+    if isinstance(desc, dt.Scalar):
+        return "0"
+    terms = []
+    for idx, stride in zip(index, desc.strides):
+        if idx == 0:
+            continue
+        terms.append(f"({cexpr(idx)}) * ({cexpr(stride)})" if stride != 1 else f"({cexpr(idx)})")
+    if desc.start_offset:
+        terms.append(cexpr(desc.start_offset))
+    return " + ".join(terms) if terms else "0"
+
+
+def subset_offset(desc: dt.Data, subset: subsets.Subset) -> str:
+    """Offset of the first element of a memlet subset."""
+    return flat_offset(desc, [rb for rb, _, _ in subset.ndrange()])
+
+
+def range_extents(rng: subsets.Range) -> list[str]:
+    """Per-dimension iteration counts of a map range, clamped at zero."""
+    return [f"cpufree::max_<{INDEX_T}>(0, {cexpr(s)})" for s in rng.size()]
+
+
+class _InterstateRewriter(ast.NodeTransformer):
+    """Rewrites data container names in interstate code into memory accesses."""
+
+    def __init__(self, sdfg: dace.SDFG, pointers: set[str]):
+        self.sdfg = sdfg
+        self.pointers = pointers
+
+    def visit_Subscript(self, node: ast.Subscript):
+        name = node.value.id if isinstance(node.value, ast.Name) else None
+        if name not in self.sdfg.arrays:
+            return self.generic_visit(node)
+        desc = self.sdfg.arrays[name]
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        index = [dace.symbolic.pystr_to_symbolic(ast.unparse(e)) for e in elts]
+        if isinstance(desc, dt.Scalar) and name not in self.pointers:
+            return ast.Name(id=name, ctx=node.ctx)
+        offset = sum((i * s for i, s in zip(index, desc.strides)), desc.start_offset)
+        return ast.parse(f"{name}[{dace.symbolic.symstr(offset)}]", mode="eval").body
+
+    def visit_Name(self, node: ast.Name):
+        desc = self.sdfg.arrays.get(node.id)
+        if desc is not None and node.id in self.pointers:
+            return ast.parse(f"{node.id}[0]", mode="eval").body
+        return node
+
+
+def _declared(names) -> cppunparse.CPPLocals:
+    scope = cppunparse.CPPLocals()
+    for name in names:
+        scope.define(name, 0, 0)
+    return scope
+
+
+def interstate_code(code: str, sdfg: dace.SDFG, pointers: set[str]) -> str:
+    """C++ expression or statement for interstate code (conditions, assignments, loop headers).
+
+    :param pointers: data containers that live in device memory (read through ``name[...]``).
+    """
+    tree = _InterstateRewriter(sdfg, pointers).visit(ast.parse(code))
+    ast.fix_missing_locations(tree)
+    out = StringIO()
+    cppunparse.CPPUnparser(tree, 0, _declared(set(kernel_symbols(sdfg)) | set(sdfg.arrays)), out, expr_semicolon=False)
+    return out.getvalue().strip()
+
+
+def tasklet_code(tasklet: dace.nodes.Tasklet, defined: dict[str, dace.typeclass]) -> str:
+    """C++ statements for a tasklet's body, its connectors already declared as locals."""
+    if tasklet.language == dace.Language.CPP:
+        return tasklet.code.as_string
+    if tasklet.language != dace.Language.Python:
+        raise NotImplementedError(f"tasklet language {tasklet.language}")
+    out = StringIO()
+    for stmt in tasklet.code.code:
+        cppunparse.CPPUnparser(copy.deepcopy(stmt), 0, _declared(defined), out, defined_symbols=dict(defined))
+    return out.getvalue().strip()

@@ -1,0 +1,5 @@
+"""The HIP dialect (AMD GPUs, hipcc)."""
+
+from .dialect import Dialect
+
+HIP = Dialect(name="hip", api="hip", suffix=".hip.cpp", compiler="hipcc")

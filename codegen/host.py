@@ -1,0 +1,139 @@
+"""The host side of a persistent program: one cooperative launch, sized at run time.
+
+The grid is the largest co-resident one (blocks per multiprocessor from the occupancy API times
+the multiprocessor count, both queried on the device in use), capped by the most threads any
+step can use when that is known from the arguments. Transients live in one device workspace
+that grows when a call needs more.
+"""
+
+from __future__ import annotations
+
+from .expressions import cexpr
+
+HOST_TEMPLATE = """
+// ---- host launcher -------------------------------------------------------------------------
+#include <cstdarg>
+#include <initializer_list>
+
+namespace {{
+struct LauncherState {{
+    int block = 0;       // 0: chosen from occupancy
+    int max_blocks = 0;  // 0: no cap beyond co-residency
+    int grid_used = 0, block_used = 0;
+    float elapsed_ms = 0.0f;
+    void *workspace = nullptr;
+    size_t workspace_size = 0;
+    char error[1024] = {{0}};
+}} cpufree_state;
+
+int cpufree_fail(const char *fmt, ...) {{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cpufree_state.error, sizeof(cpufree_state.error), fmt, ap);
+    va_end(ap);
+    return 1;
+}}
+
+long long cpufree_max_work(std::initializer_list<long long> works) {{
+    long long m = 1;
+    for (long long w : works) m = w > m ? w : m;
+    return m;
+}}
+
+size_t cpufree_align(size_t n) {{ return (n + 255) / 256 * 256; }}
+}}  // namespace
+
+#define CPUFREE_CHECK(call)                                                                     \\
+    do {{                                                                                        \\
+        cudaError_t e_ = (call);                                                                 \\
+        if (e_ != cudaSuccess) return cpufree_fail("%s failed: %s", #call, cudaGetErrorString(e_)); \\
+    }} while (0)
+
+extern "C" const char *cpufree_error() {{ return cpufree_state.error; }}
+extern "C" void cpufree_configure(int block, int max_blocks) {{
+    cpufree_state.block = block;
+    cpufree_state.max_blocks = max_blocks;
+}}
+extern "C" void cpufree_launch_config(int *grid, int *block, float *ms) {{
+    *grid = cpufree_state.grid_used;
+    *block = cpufree_state.block_used;
+    *ms = cpufree_state.elapsed_ms;
+}}
+extern "C" int cpufree_device_name(char *out, int n) {{
+    int dev = 0;
+    cudaDeviceProp prop;
+    CPUFREE_CHECK(cudaGetDevice(&dev));
+    CPUFREE_CHECK(cudaGetDeviceProperties(&prop, dev));
+    snprintf(out, n, "%s", prop.name);
+    return 0;
+}}
+extern "C" void *cpufree_malloc(size_t n) {{
+    void *p = nullptr;
+    return cudaMalloc(&p, n ? n : 1) == cudaSuccess ? p : nullptr;
+}}
+extern "C" void cpufree_free(void *p) {{ cudaFree(p); }}
+extern "C" int cpufree_memcpy(void *dst, const void *src, size_t n, int to_device) {{
+    CPUFREE_CHECK(cudaMemcpy(dst, src, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+    return 0;
+}}
+
+extern "C" int cpufree_run({params}) {{
+    int dev = 0, coop = 0, sms = 0, block = cpufree_state.block, per_sm = 0;
+    CPUFREE_CHECK(cudaGetDevice(&dev));
+    CPUFREE_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+    if (!coop) return cpufree_fail("device %d does not support cooperative launch, which a persistent kernel needs", dev);
+    CPUFREE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (block <= 0) {{
+        int min_grid = 0;
+        CPUFREE_CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, {kernel}, 0, 0));
+    }}
+    CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {kernel}, block, 0));
+    if (per_sm < 1)
+        return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "
+                            "multiprocessor (registers or shared memory). Fix: configure a smaller block size.", block);
+    long long grid = (long long)per_sm * sms;
+    const long long work = {work};
+    if (work > 0) grid = grid < (work + block - 1) / block ? grid : (work + block - 1) / block;
+    if (cpufree_state.max_blocks > 0 && grid > cpufree_state.max_blocks) grid = cpufree_state.max_blocks;
+    if (grid < 1) grid = 1;
+
+    size_t need = 0;
+{workspace_size}
+    if (need > cpufree_state.workspace_size) {{
+        if (cpufree_state.workspace) CPUFREE_CHECK(cudaFree(cpufree_state.workspace));
+        cpufree_state.workspace = nullptr;
+        CPUFREE_CHECK(cudaMalloc(&cpufree_state.workspace, need));
+        cpufree_state.workspace_size = need;
+    }}
+    char *ws = static_cast<char *>(cpufree_state.workspace);
+    (void)ws;
+{workspace_bind}
+    void *args[] = {{{args}}};
+    cudaEvent_t start, stop;
+    CPUFREE_CHECK(cudaEventCreate(&start));
+    CPUFREE_CHECK(cudaEventCreate(&stop));
+    CPUFREE_CHECK(cudaEventRecord(start, 0));
+    CPUFREE_CHECK(CPUFREE_LAUNCH_COOPERATIVE({kernel}, dim3((unsigned)grid), dim3((unsigned)block), args, 0, 0));
+    CPUFREE_CHECK(cudaEventRecord(stop, 0));
+    CPUFREE_CHECK(cudaEventSynchronize(stop));
+    CPUFREE_CHECK(cudaGetLastError());
+    CPUFREE_CHECK(cudaEventElapsedTime(&cpufree_state.elapsed_ms, start, stop));
+    CPUFREE_CHECK(cudaEventDestroy(start));
+    CPUFREE_CHECK(cudaEventDestroy(stop));
+    cpufree_state.grid_used = (int)grid;
+    cpufree_state.block_used = block;
+    return 0;
+}}
+"""
+
+
+def workspace_code(args) -> tuple[str, str]:
+    """C++ that sizes the workspace and binds each transient to its part of it."""
+    size, bind = [], []
+    for a in args:
+        if a.kind != "workspace":
+            continue
+        nbytes = f"(size_t)({cexpr(a.desc.total_size)}) * sizeof({a.ctype})"
+        size.append(f"    const size_t off_{a.name} = need;\n    need += cpufree_align({nbytes});")
+        bind.append(f"    {a.ctype} *{a.name} = reinterpret_cast<{a.ctype} *>(ws + off_{a.name});")
+    return "\n".join(size), "\n".join(bind)

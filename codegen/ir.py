@@ -1,0 +1,105 @@
+"""A small structured IR of one persistent kernel: the SDFG's control flow with its work items.
+
+The SDFG is lowered to this tree once (``lower.py``), grid synchronisations are placed on it
+(``syncs.py``) and it is printed as C++ (``kernel.py``). Work items carry the data containers in
+device memory that they read and write, and who executes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Executor(Enum):
+    """Which threads of the grid run an item."""
+
+    GRID = "grid"  # work distributed over all threads (a map, a copy)
+    LEADER = "leader"  # thread 0 of block 0 alone (a scalar tasklet)
+    EVERY = "every"  # every thread redundantly (control flow reading device data)
+
+
+@dataclass(eq=False)
+class Item:
+    """A unit of work. ``code`` is C++ text; ``work`` the iteration count that sizes the grid."""
+
+    label: str
+    code: list[str]
+    reads: frozenset[str] = frozenset()
+    writes: frozenset[str] = frozenset()
+    executor: Executor = Executor.GRID
+    work: str | None = None
+    sync_before: bool = False
+
+
+@dataclass(eq=False)
+class Seq:
+    children: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Loop:
+    """``init; while (cond) { body; update; }``, or the do-while form when ``inverted``."""
+
+    label: str
+    init: Item | None
+    cond: Item
+    update: Item | None
+    body: Seq
+    inverted: bool = False
+    update_before_condition: bool = True
+
+
+@dataclass(eq=False)
+class Branch:
+    """``if (conds[0]) bodies[0] else if ... else bodies[-1]`` (a ``None`` condition is ``else``)."""
+
+    conds: list  # list[Item | None]
+    bodies: list  # list[Seq]
+
+
+@dataclass(eq=False)
+class Edge:
+    src: int
+    dst: int
+    cond: Item | None  # None: unconditional
+    assign: Item | None
+
+
+@dataclass(eq=False)
+class Graph:
+    """An unstructured region: blocks joined by conditional edges, printed with labels and gotos."""
+
+    label: str
+    blocks: list  # list[Seq]
+    edges: list  # list[Edge]
+
+
+@dataclass(eq=False)
+class Jump:
+    kind: str  # "break", "continue" or "return"
+
+
+def items(node):
+    """Every Item under ``node``, in program order."""
+    if isinstance(node, Item):
+        yield node
+    elif isinstance(node, Seq):
+        for child in node.children:
+            yield from items(child)
+    elif isinstance(node, Loop):
+        for part in (node.init, node.cond, node.body, node.update):
+            if part is not None:
+                yield from items(part)
+    elif isinstance(node, Branch):
+        for cond, body in zip(node.conds, node.bodies):
+            if cond is not None:
+                yield from items(cond)
+            yield from items(body)
+    elif isinstance(node, Graph):
+        for block in node.blocks:
+            yield from items(block)
+        for edge in node.edges:
+            for part in (edge.cond, edge.assign):
+                if part is not None:
+                    yield from items(part)

@@ -1,0 +1,115 @@
+"""Placement of ``grid.sync()``: only where a data dependency crosses threads.
+
+A forward data-flow analysis over the kernel IR. The state is the set of accesses to device
+memory made since the last grid synchronisation, as ``(container, mode, executor)``. Before an
+item, a synchronisation is needed if the item conflicts with a pending access: read-after-write,
+write-after-read or write-after-write on the same container, unless both sides run on the same
+single thread (the leader), whose program order already orders them. After a synchronisation the
+pending set holds the item's own accesses only. Loops and unstructured regions iterate to a fixed
+point; the decisions only ever add synchronisations, so the iteration terminates.
+"""
+
+from __future__ import annotations
+
+from . import ir
+from .ir import Executor
+
+Pending = frozenset  # frozenset[tuple[str, str, Executor]]
+
+
+def _accesses(item: ir.Item) -> Pending:
+    acc = {(name, "R", item.executor) for name in item.reads}
+    acc |= {(name, "W", item.executor) for name in item.writes}
+    return frozenset(acc)
+
+
+def conflicts(pending: Pending, item: ir.Item) -> bool:
+    """Whether ``item`` may touch memory that another thread touched since the last sync."""
+    for name, mode, executor in pending:
+        if name not in item.reads and name not in item.writes:
+            continue
+        if mode == "R" and name not in item.writes:
+            continue  # read after read
+        if executor == item.executor == Executor.LEADER:
+            continue  # same thread, program order
+        return True
+    return False
+
+
+def _flow(node, pending: Pending) -> Pending:
+    if node is None or isinstance(node, ir.Jump):
+        return pending
+    if isinstance(node, ir.Item):
+        if not node.reads and not node.writes:
+            return pending
+        if node.sync_before or conflicts(pending, node):
+            node.sync_before = True
+            pending = frozenset()
+        return pending | _accesses(node)
+    if isinstance(node, ir.Seq):
+        for child in node.children:
+            pending = _flow(child, pending)
+        return pending
+    if isinstance(node, ir.Loop):
+        return _flow_loop(node, pending)
+    if isinstance(node, ir.Branch):
+        out = frozenset()
+        has_else = False
+        for cond, body in zip(node.conds, node.bodies):
+            if cond is None:
+                has_else = True
+            else:
+                pending = _flow(cond, pending)
+            out |= _flow(body, pending)
+        return out if has_else else out | pending
+    if isinstance(node, ir.Graph):
+        return _flow_graph(node, pending)
+    raise TypeError(f"unknown IR node {node!r}")
+
+
+def _flow_loop(loop: ir.Loop, pending: Pending) -> Pending:
+    pending = _flow(loop.init, pending)
+    back = frozenset()
+    seen = frozenset()
+    while True:
+        head = pending | back
+        if loop.inverted:
+            body_out = _flow(loop.body, head)
+            if loop.update_before_condition:
+                tail = _flow(loop.cond, _flow(loop.update, body_out))
+            else:
+                tail = _flow(loop.update, _flow(loop.cond, body_out))
+        else:
+            body_out = _flow(loop.body, _flow(loop.cond, head))
+            tail = _flow(loop.update, body_out)
+        seen |= head | body_out | tail
+        if tail <= back:
+            return seen  # superset of what any exit (also a break) can leave pending
+        back |= tail
+
+
+def _flow_graph(graph: ir.Graph, pending: Pending) -> Pending:
+    n = len(graph.blocks)
+    inputs = [frozenset() for _ in range(n)]
+    inputs[0] = pending
+    out = frozenset()
+    changed = True
+    while changed:
+        changed = False
+        for i, block in enumerate(graph.blocks):
+            block_out = _flow(block, inputs[i])
+            exits = [e for e in graph.edges if e.src == i]
+            if not exits or any(e.cond is not None for e in exits):
+                out |= block_out
+            for edge in exits:
+                edge_out = _flow(edge.assign, _flow(edge.cond, block_out))
+                if not edge_out <= inputs[edge.dst]:
+                    inputs[edge.dst] |= edge_out
+                    changed = True
+    return out
+
+
+def place_grid_syncs(root: ir.Seq) -> int:
+    """Marks the items that need a grid synchronisation before them; returns how many."""
+    _flow(root, frozenset())
+    return sum(1 for item in ir.items(root) if item.sync_before)

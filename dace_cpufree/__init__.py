@@ -1,0 +1,24 @@
+"""dace-cpufree: whole DaCe programs as one persistent cooperative GPU kernel.
+
+>>> import dace_cpufree
+>>> run = dace_cpufree.compile(my_dace_program)      # one kernel, launched once per call
+>>> print(dace_cpufree.generate_code(my_dace_program))
+"""
+
+from dace_cpufree import transformations  # noqa: F401  (registers enum members with DaCe)
+from dace_cpufree.api import compile, generate_code, kernel_source, persistent_sdfg
+from dace_cpufree.errors import ArgumentError, BuildError, CpufreeError, LaunchError, NotPersistableError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArgumentError",
+    "BuildError",
+    "CpufreeError",
+    "LaunchError",
+    "NotPersistableError",
+    "compile",
+    "generate_code",
+    "kernel_source",
+    "persistent_sdfg",
+]

@@ -1,0 +1,94 @@
+"""Building generated programs into shared libraries (nvcc, hipcc, or a host C++ compiler)."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from dace_cpufree.errors import BuildError
+
+INCLUDE_DIR = Path(__file__).parent / "include"
+
+#: Backends: the two GPU dialects and the single-thread host emulation used to test the generator.
+BACKENDS = ("cuda", "hip", "emulate")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("DACE_CPUFREE_CACHE") or Path.home() / ".cache" / "dace_cpufree"
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def find_nvcc() -> str | None:
+    for cand in (shutil.which("nvcc"), os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")):
+        if cand and os.path.exists(cand):
+            return cand
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_count() -> int:
+    """NVIDIA GPUs visible to this process, from the driver (0 when there is no driver)."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
+def cuda_arch() -> str:
+    """``DACE_CPUFREE_CUDA_ARCH`` if set; the GPU in this machine if there is one; else sm_90."""
+    env = os.environ.get("DACE_CPUFREE_CUDA_ARCH")
+    if env:
+        return env
+    return "native" if gpu_count() > 0 else "sm_90"
+
+
+def compile_command(backend: str, source: Path, output: Path, shared: bool = True) -> list[str]:
+    inc = f"-I{INCLUDE_DIR}"
+    if backend == "cuda":
+        nvcc = find_nvcc()
+        if nvcc is None:
+            raise BuildError("nvcc was not found. Fix: install the CUDA toolkit or put nvcc on PATH.")
+        link = ["--shared", "-Xcompiler", "-fPIC"] if shared else ["-c"]
+        return [nvcc, "-O3", "-std=c++17", f"-arch={cuda_arch()}", "-lineinfo", inc, *link, str(source), "-o", str(output)]
+    if backend == "hip":
+        link = ["-shared", "-fPIC"] if shared else ["-c"]
+        return ["hipcc", "-O3", "-std=c++17", inc, *link, str(source), "-o", str(output)]
+    if backend == "emulate":
+        cxx = os.environ.get("CXX", "g++")
+        link = ["-shared", "-fPIC"] if shared else ["-c"]
+        return [cxx, "-O1", "-std=c++17", "-x", "c++", "-DCPUFREE_EMULATE", inc, *link, str(source), "-o", str(output)]
+    raise BuildError(f"unknown backend '{backend}'. Fix: use one of {', '.join(BACKENDS)}.")
+
+
+def build(code: str, name: str, backend: str, shared: bool = True) -> Path:
+    """Compiles ``code`` (cached by content and command) and returns the library or object path."""
+    suffix = {"cuda": ".cu", "hip": ".hip.cpp", "emulate": ".cpp"}[backend]
+    probe = compile_command(backend, Path("x"), Path("y"), shared)
+    headers = "".join(p.read_text() for p in sorted(INCLUDE_DIR.glob("cpufree/*")))
+    key = hashlib.sha256("\0".join([code, headers, *probe]).encode()).hexdigest()[:20]
+    folder = cache_dir() / f"{name}-{backend}-{key}"
+    folder.mkdir(parents=True, exist_ok=True)
+    source = folder / f"{name}{suffix}"
+    output = folder / (f"lib{name}.so" if shared else f"{name}.o")
+    if output.exists():
+        return output
+    source.write_text(code)
+    cmd = compile_command(backend, source, output, shared)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(
+            f"{cmd[0]} failed on the generated code of '{name}' ({source}):\n{proc.stderr[-6000:]}\n"
+            f"command: {' '.join(cmd)}"
+        )
+    return output

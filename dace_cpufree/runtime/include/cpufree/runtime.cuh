@@ -1,0 +1,97 @@
+// dace-cpufree device runtime: the few helpers that generated persistent kernels use.
+// One header for every dialect: CUDA (nvcc), HIP (hipcc) and the single-thread host
+// emulation (any C++17 compiler, -DCPUFREE_EMULATE) that tests the generator without a GPU.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <cmath>
+#include <climits>
+#include <cfloat>
+
+#if defined(CPUFREE_EMULATE)
+#include "emulate.h"
+#elif defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#include <hip/hip_cooperative_groups.h>
+#define CPUFREE_LAUNCH_COOPERATIVE(kernel, grid, block, args, smem, stream) \
+    hipLaunchCooperativeKernel((const void *)(kernel), grid, block, args, smem, stream)
+#else
+#include <cuda_runtime.h>
+#include <cooperative_groups.h>
+#define CPUFREE_LAUNCH_COOPERATIVE(kernel, grid, block, args, smem, stream) \
+    cudaLaunchCooperativeKernel((const void *)(kernel), grid, block, args, smem, stream)
+#endif
+
+namespace cg = cooperative_groups;
+
+// DaCe tasklet code names a few types and functions through the `dace` namespace.
+namespace dace {
+using float64 = double;
+using float32 = float;
+using int64 = long long;
+using int32 = int;
+using int16 = short;
+using int8 = signed char;
+using uint64 = unsigned long long;
+using uint32 = unsigned int;
+using uint8 = unsigned char;
+using bool_ = bool;
+namespace math {
+using ::exp; using ::log; using ::sqrt; using ::pow; using ::sin; using ::cos; using ::tanh; using ::fabs;
+}  // namespace math
+}  // namespace dace
+
+namespace cpufree {
+
+template <typename T> __host__ __device__ inline T min_(T a, T b) { return a < b ? a : b; }
+template <typename T> __host__ __device__ inline T max_(T a, T b) { return a > b ? a : b; }
+
+// Reduction operators of write-conflict resolution (DaCe's WCR), by kind.
+enum class Op { Sum, Product, Min, Max, Custom };
+
+template <Op op, typename T> __host__ __device__ inline T combine(T a, T b) {
+    if constexpr (op == Op::Sum) return a + b;
+    else if constexpr (op == Op::Product) return a * b;
+    else if constexpr (op == Op::Min) return b < a ? b : a;
+    else return b > a ? b : a;
+}
+
+// Atomic read-modify-write for locations that several threads of the grid update.
+// Sums use the native atomicAdd; the rest is a compare-and-swap loop on the bit pattern.
+template <Op op, typename T> __device__ inline void atomic_combine(T *ptr, T val) {
+#if defined(CPUFREE_EMULATE)
+    *ptr = combine<op>(*ptr, val);
+#else
+    if constexpr (op == Op::Sum && (sizeof(T) == 4 || sizeof(T) == 8)) {
+        atomicAdd(ptr, val);
+    } else if constexpr (sizeof(T) == 8) {
+        unsigned long long *addr = reinterpret_cast<unsigned long long *>(ptr);
+        unsigned long long old = *addr, assumed;
+        do {
+            assumed = old;
+            T cur = *reinterpret_cast<T *>(&assumed);
+            T upd = combine<op>(cur, val);
+            old = atomicCAS(addr, assumed, *reinterpret_cast<unsigned long long *>(&upd));
+        } while (assumed != old);
+    } else {
+        static_assert(sizeof(T) == 4, "atomic_combine supports 4- and 8-byte types");
+        unsigned int *addr = reinterpret_cast<unsigned int *>(ptr);
+        unsigned int old = *addr, assumed;
+        do {
+            assumed = old;
+            T cur = *reinterpret_cast<T *>(&assumed);
+            T upd = combine<op>(cur, val);
+            old = atomicCAS(addr, assumed, *reinterpret_cast<unsigned int *>(&upd));
+        } while (assumed != old);
+    }
+#endif
+}
+
+}  // namespace cpufree
+
+using cpufree::max_;
+using cpufree::min_;
+#ifdef CPUFREE_EMULATE
+using std::max;
+using std::min;
+#endif

@@ -1,0 +1,182 @@
+"""A compiled persistent program: argument binding, device memory and the one launch."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+
+import dace
+import numpy as np
+from dace import data as dt
+
+from dace_cpufree.errors import ArgumentError, LaunchError
+
+
+@dataclass
+class _Bound:
+    pointer: int
+    host: np.ndarray | None = None  # a NumPy array copied to the device and back
+    device: int | None = None  # device buffer owned by this call
+
+
+def _device_pointer(value) -> int | None:
+    iface = getattr(value, "__cuda_array_interface__", None)
+    return None if iface is None else int(iface["data"][0])
+
+
+class PersistentProgram:
+    """The callable that :func:`dace_cpufree.compile` returns.
+
+    It accepts NumPy arrays, CuPy arrays (anything with ``__cuda_array_interface__``), scalars
+    and symbols, like a DaCe program; NumPy arrays are copied to the device and back.
+
+    :ivar last_kernel_ms: time of the last kernel, measured with device events.
+    :ivar launch_config: ``(grid, block)`` of the last launch.
+    """
+
+    def __init__(self, sdfg: dace.SDFG, source, library: Path, backend: str):
+        self.sdfg = sdfg
+        self.source = source
+        self.library = library
+        self.backend = backend
+        self._lib = ctypes.CDLL(str(library))
+        self._lib.cpufree_error.restype = ctypes.c_char_p
+        self._lib.cpufree_malloc.restype = ctypes.c_void_p
+        self._lib.cpufree_malloc.argtypes = [ctypes.c_size_t]
+        self._lib.cpufree_free.argtypes = [ctypes.c_void_p]
+        self._lib.cpufree_memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        self._host_args = [a for a in source.args if a.kind != "workspace"]
+        self._lib.cpufree_run.argtypes = [self._ctype(a) for a in self._host_args]
+        self.last_kernel_ms = float("nan")
+        self.launch_config = (0, 0)
+
+    def _ctype(self, arg):
+        if arg.kind == "array":
+            return ctypes.c_void_p
+        if arg.kind == "symbol":
+            return ctypes.c_longlong if arg.ctype == "long long" else ctypes.c_double
+        return arg.desc.dtype.as_ctypes()
+
+    def configure(self, block_size: int = 0, max_blocks: int = 0) -> None:
+        """Fixes the block size and caps the grid (0: chosen from occupancy at run time)."""
+        self._lib.cpufree_configure(int(block_size), int(max_blocks))
+
+    def device_name(self) -> str:
+        buf = ctypes.create_string_buffer(256)
+        self._check(self._lib.cpufree_device_name(buf, 256))
+        return buf.value.decode()
+
+    def _check(self, rc: int) -> None:
+        if rc != 0:
+            raise LaunchError(f"{self.sdfg.name}: {self._lib.cpufree_error().decode()}")
+
+    def __call__(self, *args, **kwargs):
+        values = self._bind_names(args, kwargs)
+        symbols = self._infer_symbols(values)
+        returns = self._allocate_returns(values, symbols)
+        owned = []
+        try:
+            call = []
+            for arg in self._host_args:
+                if arg.kind == "array":
+                    bound = self._bind_array(arg, values[arg.name], symbols)
+                    owned.append(bound)
+                    call.append(ctypes.c_void_p(bound.pointer))
+                elif arg.kind == "symbol":
+                    call.append(symbols[arg.name])
+                else:
+                    call.append(values[arg.name])
+            self._check(self._lib.cpufree_run(*call))
+            self._read_back(owned)
+        finally:
+            for bound in owned:
+                if bound.device is not None:
+                    self._lib.cpufree_free(ctypes.c_void_p(bound.device))
+        grid, block, ms = ctypes.c_int(), ctypes.c_int(), ctypes.c_float()
+        self._lib.cpufree_launch_config(ctypes.byref(grid), ctypes.byref(block), ctypes.byref(ms))
+        self.launch_config, self.last_kernel_ms = (grid.value, block.value), ms.value
+        if not returns:
+            return None
+        out = [values[name] for name in returns]
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _bind_names(self, args, kwargs) -> dict:
+        names = list(self.sdfg.arg_names)
+        if len(args) > len(names):
+            raise ArgumentError(f"{self.sdfg.name} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}.")
+        values = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key in values:
+                raise ArgumentError(f"{self.sdfg.name}: argument '{key}' given twice.")
+            values[key] = value
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise ArgumentError(f"{self.sdfg.name}: missing argument(s) {', '.join(missing)}.")
+        return values
+
+    def _infer_symbols(self, values: dict) -> dict:
+        symbols = {k: v for k, v in values.items() if k in self.sdfg.symbols}
+        for name, value in values.items():
+            desc = self.sdfg.arrays.get(name)
+            if isinstance(desc, dt.Array) and hasattr(value, "shape"):
+                if len(value.shape) != len(desc.shape):
+                    raise ArgumentError(
+                        f"{self.sdfg.name}: '{name}' has {len(value.shape)} dimensions, the program expects "
+                        f"{len(desc.shape)} (shape {desc.shape})."
+                    )
+                for dim, size in zip(desc.shape, value.shape):
+                    if dace.symbolic.issymbolic(dim) and str(dim) in self.sdfg.symbols:
+                        symbols.setdefault(str(dim), int(size))
+        missing = [a.name for a in self._host_args if a.kind == "symbol" and a.name not in symbols]
+        if missing:
+            raise ArgumentError(f"{self.sdfg.name}: cannot infer symbol(s) {', '.join(missing)}; pass them as keywords.")
+        return symbols
+
+    def _allocate_returns(self, values: dict, symbols: dict) -> list[str]:
+        names = [n for n in self.sdfg.arrays if n.startswith("__return") and not self.sdfg.arrays[n].transient]
+        like_gpu = any(_device_pointer(v) is not None for v in values.values())
+        for name in names:
+            desc = self.sdfg.arrays[name]
+            shape = tuple(int(dace.symbolic.evaluate(s, symbols)) for s in desc.shape)
+            if like_gpu:
+                import cupy
+
+                values[name] = cupy.empty(shape, dtype=desc.dtype.as_numpy_dtype())
+            else:
+                values[name] = np.empty(shape, dtype=desc.dtype.as_numpy_dtype())
+        return names
+
+    def _bind_array(self, arg, value, symbols) -> _Bound:
+        desc = arg.desc
+        expected = tuple(int(dace.symbolic.evaluate(s, symbols)) for s in desc.shape)
+        dtype = np.dtype(desc.dtype.as_numpy_dtype())
+        if tuple(getattr(value, "shape", ())) != expected:
+            raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' has shape {getattr(value, 'shape', None)}, expected {expected}.")
+        if np.dtype(value.dtype) != dtype:
+            raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' has dtype {value.dtype}, expected {dtype}.")
+        ptr = _device_pointer(value)
+        if ptr is not None:
+            if self.backend == "emulate":
+                raise ArgumentError("the host emulation backend takes NumPy arrays, not device arrays.")
+            if not value.flags.c_contiguous:
+                raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' must be C-contiguous.")
+            return _Bound(ptr)
+        if not isinstance(value, np.ndarray) or not value.flags.c_contiguous:
+            raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' must be a C-contiguous NumPy or CuPy array.")
+        if self.backend == "emulate":
+            return _Bound(value.ctypes.data)
+        dev = self._lib.cpufree_malloc(max(value.nbytes, 1))
+        if not dev:
+            raise LaunchError(f"{self.sdfg.name}: could not allocate {value.nbytes} bytes on the device for '{arg.name}'.")
+        self._check(self._lib.cpufree_memcpy(ctypes.c_void_p(dev), ctypes.c_void_p(value.ctypes.data), value.nbytes, 1))
+        return _Bound(dev, value, dev)
+
+    def _read_back(self, owned: list[_Bound]) -> None:
+        for bound in owned:
+            if bound.host is not None:
+                self._check(
+                    self._lib.cpufree_memcpy(
+                        ctypes.c_void_p(bound.host.ctypes.data), ctypes.c_void_p(bound.device), bound.host.nbytes, 0
+                    )
+                )

@@ -1,0 +1,7 @@
+"""Transformations and passes of dace-cpufree, registered with DaCe on import."""
+
+from .expand_libraries import ExpandLibraryNodesToDataflow
+from .fuse_persistent import FusePersistentKernel, check_persistable
+from .schedule import PERSISTENT_SCHEDULE
+
+__all__ = ["ExpandLibraryNodesToDataflow", "FusePersistentKernel", "PERSISTENT_SCHEDULE", "check_persistable"]

@@ -1,0 +1,49 @@
+"""Expansion of library nodes into dataflow that can live inside a persistent kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dace
+from dace.sdfg import nodes
+from dace.transformation import pass_pipeline as ppl
+
+from dace_cpufree.errors import NotPersistableError
+
+#: Implementations whose expansion is plain maps and tasklets, in order of preference.
+DEVICE_IMPLEMENTATIONS = ("pure", "specialize")
+
+
+class ExpandLibraryNodesToDataflow(ppl.Pass):
+    """Expands every library node into maps and tasklets, recursively.
+
+    Library calls such as cuBLAS cannot be made from inside a persistent kernel, so each node is
+    expanded with its ``pure`` (or ``specialize``) implementation until none is left. A node with
+    no such implementation is rejected with an error that names it.
+    """
+
+    CATEGORY = "dace-cpufree"
+
+    def modifies(self) -> ppl.Modifies:
+        return ppl.Modifies.Everything
+
+    def should_reapply(self, modified: ppl.Modifies) -> bool:
+        return True
+
+    def apply_pass(self, sdfg: dace.SDFG, _: dict[str, Any]) -> int | None:
+        expanded = 0
+        while True:
+            pending = [(n, g) for n, g in sdfg.all_nodes_recursive() if isinstance(n, nodes.LibraryNode)]
+            if not pending:
+                return expanded or None
+            for node, state in pending:
+                impl = next((i for i in DEVICE_IMPLEMENTATIONS if i in node.implementations), None)
+                if impl is None:
+                    raise NotPersistableError(
+                        f"library node '{node.label}' ({type(node).__name__}) has no implementation that can run "
+                        f"inside a persistent kernel (available: {', '.join(node.implementations)}). "
+                        "Fix: write the operation with NumPy expressions or provide a 'pure' expansion."
+                    )
+                node.implementation = impl
+                node.expand(state)
+                expanded += 1

@@ -1,0 +1,82 @@
+"""FusePersistentKernel: prepares a whole SDFG to run as one persistent cooperative kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dace
+from dace import data as dt
+from dace import dtypes
+from dace.properties import Property, make_properties
+from dace.sdfg import nodes
+from dace.sdfg.infer_types import infer_connector_types
+from dace.transformation import pass_pipeline as ppl
+from dace.transformation.interstate import InlineMultistateSDFG, InlineSDFG
+from dace.transformation.passes import FullMapFusion
+
+from dace_cpufree.errors import NotPersistableError
+
+from .expand_libraries import ExpandLibraryNodesToDataflow
+from .schedule import PERSISTENT_SCHEDULE
+
+
+@make_properties
+class FusePersistentKernel(ppl.Pass):
+    """Turns every state, loop and map of an SDFG into parts of one persistent kernel.
+
+    Pattern: a whole SDFG (the program), with any control flow. Preconditions: after expanding
+    library nodes and inlining nested SDFGs, only maps, tasklets, access nodes and copies remain,
+    and no container is a stream or a reference. Effect: library nodes become maps and tasklets;
+    adjacent maps are fused (their intermediates become registers); every top-level map gets the
+    ``CPUFree_Persistent`` schedule (a grid-stride loop over the cooperative grid), nested maps the
+    sequential one. Storage types are left as they are: DaCe's validator only accepts GPU storage
+    under its own GPU schedules, and the code generator places all non-register data in device
+    memory itself. The control flow is kept: the code generator places it inside the kernel and
+    inserts ``grid.sync()`` only where a data dependency crosses threads.
+    """
+
+    CATEGORY = "dace-cpufree"
+
+    fuse_maps = Property(dtype=bool, default=True, desc="Fuse producer/consumer maps first", category="General")
+
+    def modifies(self) -> ppl.Modifies:
+        return ppl.Modifies.Everything
+
+    def should_reapply(self, modified: ppl.Modifies) -> bool:
+        return True
+
+    def apply_pass(self, sdfg: dace.SDFG, _: dict[str, Any]) -> int:
+        ExpandLibraryNodesToDataflow().apply_pass(sdfg, {})
+        sdfg.simplify()
+        if self.fuse_maps:
+            FullMapFusion().apply_pass(sdfg, {})
+            sdfg.simplify()
+        sdfg.apply_transformations_repeated([InlineSDFG, InlineMultistateSDFG])
+        check_persistable(sdfg)
+        infer_connector_types(sdfg)
+        marked = 0
+        for state in sdfg.states():
+            sdict = state.scope_dict()
+            for node in state.nodes():
+                if isinstance(node, nodes.MapEntry):
+                    node.map.schedule = PERSISTENT_SCHEDULE if sdict[node] is None else dtypes.ScheduleType.Sequential
+                    marked += sdict[node] is None
+        return marked
+
+
+def check_persistable(sdfg: dace.SDFG) -> None:
+    """Raises :class:`NotPersistableError` naming the first construct a persistent kernel cannot hold."""
+    for node, parent in sdfg.all_nodes_recursive():
+        if isinstance(node, nodes.NestedSDFG):
+            raise NotPersistableError(
+                f"nested SDFG '{node.label}' in '{parent.label}' could not be inlined into the kernel."
+            )
+        if isinstance(node, nodes.LibraryNode):
+            raise NotPersistableError(f"library node '{node.label}' remains after expansion.")
+        if isinstance(node, nodes.Tasklet) and node.language not in (dace.Language.Python, dace.Language.CPP):
+            raise NotPersistableError(f"tasklet '{node.label}' is written in {node.language.name}.")
+        if isinstance(node, nodes.Tasklet) and node.side_effects:
+            raise NotPersistableError(f"tasklet '{node.label}' has side effects (a callback?) and cannot run on the GPU.")
+    for name, desc in sdfg.arrays.items():
+        if isinstance(desc, (dt.Stream, dt.Reference)):
+            raise NotPersistableError(f"container '{name}' is a {type(desc).__name__}; persistent kernels need arrays.")

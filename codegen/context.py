@@ -21,11 +21,15 @@ class KernelArg:
     ctype: str  # the element type
     kind: str  # "array" (device pointer), "scalar" (by value), "symbol" or "workspace"
     desc: dace.data.Data | None = None
+    written: bool = True
 
     @property
     def decl(self) -> str:
+        # __restrict__ only on arrays the kernel never writes. On a written array it lets nvcc keep a
+        # value in a register across grid.sync() although another thread changed it (seen on an H200:
+        # a while loop whose counter one thread increments never ended for the others).
         if self.kind in ("array", "workspace"):
-            return f"{self.ctype} * __restrict__ {self.name}"
+            return f"{self.ctype} *{'' if self.written else ' __restrict__'} {self.name}"
         return f"{self.ctype} {self.name}"
 
 
@@ -83,7 +87,7 @@ class KernelContext:
                     )
                 self.args.append(KernelArg(name, desc.dtype.ctype, "scalar", desc))
             elif name in sdfg.arrays:
-                self.args.append(KernelArg(name, desc.dtype.ctype, "array", desc))
+                self.args.append(KernelArg(name, desc.dtype.ctype, "array", desc, name in written))
             else:
                 self.args.append(KernelArg(name, symbol_ctype(sdfg, name), "symbol"))
         for name, desc in sdfg.arrays.items():

@@ -287,7 +287,9 @@ def scope_accesses(ctx: KernelContext, state: SDFGState, node) -> tuple[frozense
         if isinstance(e.src, nodes.AccessNode) and isinstance(e.dst, nodes.AccessNode):
             reads.add(e.src.data)
             writes.add(e.dst.data)
-        elif isinstance(e.dst, (nodes.AccessNode, nodes.MapExit)) or e.src is node:
+        elif isinstance(e.dst, (nodes.AccessNode, nodes.MapExit)) or (
+            e.src is node and isinstance(node, nodes.Tasklet)
+        ):
             writes.add(e.data.data)
         else:
             reads.add(e.data.data)
@@ -323,7 +325,9 @@ def _unflatten(tag: str, flat: str, sub: subsets.Subset) -> tuple[list[str], lis
         lines.append(f"const {INDEX_T} __{tag}{k} = " + (f"__{tag}" if k == 0 else f"__{tag} % ({sizes[k]})") + ";")
         if k > 0:
             lines.append(f"__{tag} /= ({sizes[k]});")
-    index = [dace.symbolic.pystr_to_symbolic(f"({b}) + __{tag}{k} * ({s})") for k, (b, _, s) in enumerate(sub.ndrange())]
+    index = [
+        dace.symbolic.pystr_to_symbolic(f"({b}) + __{tag}{k} * ({s})") for k, (b, _, s) in enumerate(sub.ndrange())
+    ]
     return lines, index
 
 
@@ -362,8 +366,13 @@ def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
     device = ctx.device
     reads = frozenset({edge.src.data} & device)
     writes = frozenset({edge.dst.data} & device)
-    return Item(f"copy {edge.src.data} -> {edge.dst.data}", ["{"] + _indent(code) + ["}"], reads, writes,
-                work=n if not any(c.isalpha() for c in n.replace("long", "")) else None)
+    return Item(
+        f"copy {edge.src.data} -> {edge.dst.data}",
+        ["{"] + _indent(code) + ["}"],
+        reads,
+        writes,
+        work=n if not any(c.isalpha() for c in n.replace("long", "")) else None,
+    )
 
 
 def state_items(ctx: KernelContext, state: SDFGState) -> list[Item]:

@@ -81,7 +81,7 @@ extern "C" int cpufree_run({params}) {{
     int dev = 0, coop = 0, sms = 0, block = cpufree_state.block, per_sm = 0;
     CPUFREE_CHECK(cudaGetDevice(&dev));
     CPUFREE_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
-    if (!coop) return cpufree_fail("device %d does not support cooperative launch, which a persistent kernel needs", dev);
+    if (!coop) return cpufree_fail("device %d does not support cooperative launch (persistent kernels need it)", dev);
     CPUFREE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     if (block <= 0) {{
         int min_grid = 0;

@@ -8,8 +8,8 @@ import dace
 
 from . import ir
 from .context import KernelContext, symbol_ctype
-from .expressions import kernel_symbols
 from .dialect import Dialect
+from .expressions import kernel_symbols
 from .host import HOST_TEMPLATE, workspace_code
 from .lower import lower_sdfg
 from .syncs import place_grid_syncs
@@ -84,18 +84,22 @@ class Printer:
         if not loop.inverted and not loop.cond.sync_before and not (loop.update and loop.update.sync_before):
             head = f"for ({self._expr(loop.init)}; {cond}; {self._expr(loop.update)}) {{"
             return _pad([f"// loop {loop.label}", head], depth) + body + _pad(["}"], depth)
-        out = self._sync(loop.init, depth) + (_pad([self._expr(loop.init) + ";"], depth) if loop.init else [])
+        init = self._sync(loop.init, depth) + (_pad([self._expr(loop.init) + ";"], depth) if loop.init else [])
+        check = self._sync(loop.cond, depth + 1) + _pad([f"if (!({cond})) break;"], depth + 1)
+        if not loop.inverted and not (loop.update and loop.update.sync_before):
+            # the condition needs a sync first: test it inside; `continue` still runs the update
+            head = f"for (; ; {self._expr(loop.update)}) {{"
+            return init + _pad([f"// loop {loop.label}", head], depth) + check + body + _pad(["}"], depth)
         update = self._sync(loop.update, depth + 1) + (
             _pad([self._expr(loop.update) + ";"], depth + 1) if loop.update else []
         )
-        check = self._sync(loop.cond, depth + 1) + _pad([f"if (!({cond})) break;"], depth + 1)
         if not loop.inverted:
             inner = check + body + update
         elif loop.update_before_condition:
             inner = body + update + check
         else:
             inner = body + check + update
-        return _pad([f"// loop {loop.label}", "while (true) {"], depth) + inner + _pad(["}"], depth)
+        return init + _pad([f"// loop {loop.label}", "while (true) {"], depth) + inner + _pad(["}"], depth)
 
     def branch(self, branch: ir.Branch, depth: int) -> list[str]:
         out = []
@@ -134,9 +138,7 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
     kernel = f"cpufree_{sdfg.name}_kernel"
     args = ctx.args
     arg_names = {a.name for a in args}
-    symbols = [
-        f"    {symbol_ctype(sdfg, s)} {s} = 0;" for s in kernel_symbols(sdfg) if s not in arg_names
-    ]
+    symbols = [f"    {symbol_ctype(sdfg, s)} {s} = 0;" for s in kernel_symbols(sdfg) if s not in arg_names]
     body = Printer().node(root, 1)
     code = KERNEL_TEMPLATE.format(
         sdfg=sdfg.name,

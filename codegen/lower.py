@@ -36,8 +36,12 @@ def _data_names(ctx: KernelContext, code: str) -> frozenset[str]:
 def control_item(ctx: KernelContext, label: str, code: str, statement: bool) -> ir.Item:
     """Interstate code executed redundantly by every thread (a condition or an assignment)."""
     text = interstate_code(code, ctx.sdfg, ctx.device)
-    return ir.Item(label, [text + (";" if statement and not text.endswith(";") else "")],
-                   reads=_data_names(ctx, code), executor=ir.Executor.EVERY)
+    return ir.Item(
+        label,
+        [text + (";" if statement and not text.endswith(";") else "")],
+        reads=_data_names(ctx, code),
+        executor=ir.Executor.EVERY,
+    )
 
 
 def _assignments(ctx: KernelContext, edge) -> ir.Item | None:

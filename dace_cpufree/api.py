@@ -56,8 +56,10 @@ def compile(program_or_sdfg, backend: str = "cuda") -> PersistentProgram:  # noq
     if backend not in BACKENDS:
         raise CpufreeError(f"unknown backend '{backend}'. Fix: use one of {', '.join(BACKENDS)}.")
     if backend == "cuda" and gpu_count() == 0:
-        raise LaunchError("no NVIDIA GPU is visible to this process. Fix: run on a GPU machine, or use "
-                          "backend='emulate' to run the generated kernel on the host.")
+        raise LaunchError(
+            "no NVIDIA GPU is visible to this process. Fix: run on a GPU machine, or use "
+            "backend='emulate' to run the generated kernel on the host."
+        )
     sdfg = persistent_sdfg(program_or_sdfg)
     source = generate(sdfg, DIALECTS["cuda" if backend == "emulate" else backend])
     library = build(source.code, sdfg.name, backend)

@@ -64,8 +64,10 @@ def run_demo(size: int = 150, steps: int = 50) -> int:
 
     t_ours = min(ours() for _ in range(5))
     t_up = _upstream(A0, B0, steps)
-    print(f"time: dace-cpufree {t_ours * 1e3:.3f} ms, upstream DaCe GPU {t_up * 1e3:.3f} ms, "
-          f"speedup {t_up / t_ours:.2f}x ({prog.device_name()})")
+    print(
+        f"time: dace-cpufree {t_ours * 1e3:.3f} ms, upstream DaCe GPU {t_up * 1e3:.3f} ms, "
+        f"speedup {t_up / t_ours:.2f}x ({prog.device_name()})"
+    )
     return 0 if ok else 1
 
 

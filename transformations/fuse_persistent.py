@@ -39,6 +39,10 @@ class FusePersistentKernel(ppl.Pass):
 
     fuse_maps = Property(dtype=bool, default=True, desc="Fuse producer/consumer maps first", category="General")
 
+    def __init__(self, fuse_maps: bool = True):
+        super().__init__()
+        self.fuse_maps = fuse_maps
+
     def modifies(self) -> ppl.Modifies:
         return ppl.Modifies.Everything
 
@@ -76,7 +80,9 @@ def check_persistable(sdfg: dace.SDFG) -> None:
         if isinstance(node, nodes.Tasklet) and node.language not in (dace.Language.Python, dace.Language.CPP):
             raise NotPersistableError(f"tasklet '{node.label}' is written in {node.language.name}.")
         if isinstance(node, nodes.Tasklet) and node.side_effects:
-            raise NotPersistableError(f"tasklet '{node.label}' has side effects (a callback?) and cannot run on the GPU.")
+            raise NotPersistableError(
+                f"tasklet '{node.label}' has side effects (a callback?) and cannot run on the GPU."
+            )
     for name, desc in sdfg.arrays.items():
         if isinstance(desc, (dt.Stream, dt.Reference)):
             raise NotPersistableError(f"container '{name}' is a {type(desc).__name__}; persistent kernels need arrays.")

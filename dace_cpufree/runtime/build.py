@@ -60,7 +60,18 @@ def compile_command(backend: str, source: Path, output: Path, shared: bool = Tru
         if nvcc is None:
             raise BuildError("nvcc was not found. Fix: install the CUDA toolkit or put nvcc on PATH.")
         link = ["--shared", "-Xcompiler", "-fPIC"] if shared else ["-c"]
-        return [nvcc, "-O3", "-std=c++17", f"-arch={cuda_arch()}", "-lineinfo", inc, *link, str(source), "-o", str(output)]
+        return [
+            nvcc,
+            "-O3",
+            "-std=c++17",
+            f"-arch={cuda_arch()}",
+            "-lineinfo",
+            inc,
+            *link,
+            str(source),
+            "-o",
+            str(output),
+        ]
     if backend == "hip":
         link = ["-shared", "-fPIC"] if shared else ["-c"]
         return ["hipcc", "-O3", "-std=c++17", inc, *link, str(source), "-o", str(output)]

@@ -130,7 +130,9 @@ class PersistentProgram:
                         symbols.setdefault(str(dim), int(size))
         missing = [a.name for a in self._host_args if a.kind == "symbol" and a.name not in symbols]
         if missing:
-            raise ArgumentError(f"{self.sdfg.name}: cannot infer symbol(s) {', '.join(missing)}; pass them as keywords.")
+            raise ArgumentError(
+                f"{self.sdfg.name}: cannot infer symbol(s) {', '.join(missing)}; pass them as keywords."
+            )
         return symbols
 
     def _allocate_returns(self, values: dict, symbols: dict) -> list[str]:
@@ -152,7 +154,9 @@ class PersistentProgram:
         expected = tuple(int(dace.symbolic.evaluate(s, symbols)) for s in desc.shape)
         dtype = np.dtype(desc.dtype.as_numpy_dtype())
         if tuple(getattr(value, "shape", ())) != expected:
-            raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' has shape {getattr(value, 'shape', None)}, expected {expected}.")
+            raise ArgumentError(
+                f"{self.sdfg.name}: '{arg.name}' has shape {getattr(value, 'shape', None)}, expected {expected}."
+            )
         if np.dtype(value.dtype) != dtype:
             raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' has dtype {value.dtype}, expected {dtype}.")
         ptr = _device_pointer(value)
@@ -168,7 +172,9 @@ class PersistentProgram:
             return _Bound(value.ctypes.data)
         dev = self._lib.cpufree_malloc(max(value.nbytes, 1))
         if not dev:
-            raise LaunchError(f"{self.sdfg.name}: could not allocate {value.nbytes} bytes on the device for '{arg.name}'.")
+            raise LaunchError(
+                f"{self.sdfg.name}: could not allocate {value.nbytes} bytes on the device for '{arg.name}'."
+            )
         self._check(self._lib.cpufree_memcpy(ctypes.c_void_p(dev), ctypes.c_void_p(value.ctypes.data), value.nbytes, 1))
         return _Bound(dev, value, dev)
 

@@ -23,6 +23,7 @@ For t = 1 .. TSTEPS:
 Note: this follows Polybench's ``b = 1 + mul1`` (NPBench's NumPy port uses
 ``1 + mul2``); only the numerical values differ, not the work.
 """
+
 import dace
 import numpy as np
 
@@ -53,30 +54,30 @@ def program(u: dace.float64[N, N], TSTEPS: dace.int64):
 
     for t in range(TSTEPS):
         # column sweep
-        v[0, 1:N - 1] = 1.0
-        p[1:N - 1, 0] = 0.0
-        q[1:N - 1, 0] = v[0, 1:N - 1]
+        v[0, 1 : N - 1] = 1.0
+        p[1 : N - 1, 0] = 0.0
+        q[1 : N - 1, 0] = v[0, 1 : N - 1]
         for j in range(1, N - 1):
-            p[1:N - 1, j] = -c / (a * p[1:N - 1, j - 1] + b)
-            q[1:N - 1, j] = (-d * u[j, 0:N - 2] + (1.0 + 2.0 * d) * u[j, 1:N - 1] -
-                             f * u[j, 2:N] - a * q[1:N - 1, j - 1]) / (
-                                 a * p[1:N - 1, j - 1] + b)
-        v[N - 1, 1:N - 1] = 1.0
+            p[1 : N - 1, j] = -c / (a * p[1 : N - 1, j - 1] + b)
+            q[1 : N - 1, j] = (
+                -d * u[j, 0 : N - 2] + (1.0 + 2.0 * d) * u[j, 1 : N - 1] - f * u[j, 2:N] - a * q[1 : N - 1, j - 1]
+            ) / (a * p[1 : N - 1, j - 1] + b)
+        v[N - 1, 1 : N - 1] = 1.0
         for j in range(N - 2, 0, -1):
-            v[j, 1:N - 1] = p[1:N - 1, j] * v[j + 1, 1:N - 1] + q[1:N - 1, j]
+            v[j, 1 : N - 1] = p[1 : N - 1, j] * v[j + 1, 1 : N - 1] + q[1 : N - 1, j]
 
         # row sweep
-        u[1:N - 1, 0] = 1.0
-        p[1:N - 1, 0] = 0.0
-        q[1:N - 1, 0] = u[1:N - 1, 0]
+        u[1 : N - 1, 0] = 1.0
+        p[1 : N - 1, 0] = 0.0
+        q[1 : N - 1, 0] = u[1 : N - 1, 0]
         for j in range(1, N - 1):
-            p[1:N - 1, j] = -f / (d * p[1:N - 1, j - 1] + e)
-            q[1:N - 1, j] = (-a * v[0:N - 2, j] + (1.0 + 2.0 * a) * v[1:N - 1, j] -
-                             c * v[2:N, j] - d * q[1:N - 1, j - 1]) / (
-                                 d * p[1:N - 1, j - 1] + e)
-        u[1:N - 1, N - 1] = 1.0
+            p[1 : N - 1, j] = -f / (d * p[1 : N - 1, j - 1] + e)
+            q[1 : N - 1, j] = (
+                -a * v[0 : N - 2, j] + (1.0 + 2.0 * a) * v[1 : N - 1, j] - c * v[2:N, j] - d * q[1 : N - 1, j - 1]
+            ) / (d * p[1 : N - 1, j - 1] + e)
+        u[1 : N - 1, N - 1] = 1.0
         for j in range(N - 2, 0, -1):
-            u[1:N - 1, j] = p[1:N - 1, j] * u[1:N - 1, j + 1] + q[1:N - 1, j]
+            u[1 : N - 1, j] = p[1 : N - 1, j] * u[1 : N - 1, j + 1] + q[1 : N - 1, j]
 
 
 def reference(u, TSTEPS):
@@ -97,7 +98,7 @@ def reference(u, TSTEPS):
     e = 1.0 + mul2
     f = d
 
-    I = slice(1, n - 1)          # interior index range i = 1..n-2 (vectorised)
+    I = slice(1, n - 1)  # interior index range i = 1..n-2 (vectorised)
     for _ in range(TSTEPS):
         # column sweep: tridiagonal solves along the first axis of u
         v[0, I] = 1.0
@@ -106,8 +107,7 @@ def reference(u, TSTEPS):
         for j in range(1, n - 1):
             den = a * p[I, j - 1] + b
             p[I, j] = -c / den
-            q[I, j] = (-d * u[j, 0:n - 2] + (1.0 + 2.0 * d) * u[j, 1:n - 1]
-                       - f * u[j, 2:n] - a * q[I, j - 1]) / den
+            q[I, j] = (-d * u[j, 0 : n - 2] + (1.0 + 2.0 * d) * u[j, 1 : n - 1] - f * u[j, 2:n] - a * q[I, j - 1]) / den
         v[n - 1, I] = 1.0
         for j in range(n - 2, 0, -1):
             v[j, I] = p[I, j] * v[j + 1, I] + q[I, j]
@@ -119,8 +119,7 @@ def reference(u, TSTEPS):
         for j in range(1, n - 1):
             den = d * p[I, j - 1] + e
             p[I, j] = -f / den
-            q[I, j] = (-a * v[0:n - 2, j] + (1.0 + 2.0 * a) * v[1:n - 1, j]
-                       - c * v[2:n, j] - d * q[I, j - 1]) / den
+            q[I, j] = (-a * v[0 : n - 2, j] + (1.0 + 2.0 * a) * v[1 : n - 1, j] - c * v[2:n, j] - d * q[I, j - 1]) / den
         u[I, n - 1] = 1.0
         for j in range(n - 2, 0, -1):
             u[I, j] = p[I, j] * u[I, j + 1] + q[I, j]

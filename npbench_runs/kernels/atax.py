@@ -2,6 +2,7 @@
 
 A has shape (M, N), x has length N; returns y of length N.
 """
+
 import dace
 import numpy as np
 

@@ -4,6 +4,7 @@ A has shape (N, M), p length M, r length N; outputs s (length M) and q
 (length N) are written into the argument arrays (as in Polybench) instead of
 returning a tuple.
 """
+
 import dace
 import numpy as np
 
@@ -14,8 +15,7 @@ N = dace.symbol("N")
 
 
 @dace.program
-def program(A: dace.float64[N, M], p: dace.float64[M], r: dace.float64[N],
-            s: dace.float64[M], q: dace.float64[N]):
+def program(A: dace.float64[N, M], p: dace.float64[M], r: dace.float64[N], s: dace.float64[M], q: dace.float64[N]):
     s[:] = r @ A
     q[:] = A @ p
 

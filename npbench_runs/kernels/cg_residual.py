@@ -14,6 +14,7 @@ about 2/diag).
 by the ``while`` condition. The loop is deterministic; the final iteration
 count is an output (so a mismatch in the stopping decision is detected).
 """
+
 import dace
 import numpy as np
 
@@ -23,23 +24,29 @@ N = dace.symbol("N")
 
 
 @dace.program
-def program(x: dace.float64[N], b: dace.float64[N], res: dace.float64[1],
-            it: dace.int64[1], diag: dace.float64, tol: dace.float64,
-            maxit: dace.int64):
-    r0 = b[1:N - 1] - (diag * x[1:N - 1] - x[0:N - 2] - x[2:N])
+def program(
+    x: dace.float64[N],
+    b: dace.float64[N],
+    res: dace.float64[1],
+    it: dace.int64[1],
+    diag: dace.float64,
+    tol: dace.float64,
+    maxit: dace.int64,
+):
+    r0 = b[1 : N - 1] - (diag * x[1 : N - 1] - x[0 : N - 2] - x[2:N])
     res[0] = np.sqrt(np.sum(r0 * r0))
     it[0] = 0
     while res[0] > tol and it[0] < maxit:
-        xn = (b[1:N - 1] + x[0:N - 2] + x[2:N]) / diag
-        x[1:N - 1] = xn
-        r = b[1:N - 1] - (diag * x[1:N - 1] - x[0:N - 2] - x[2:N])
+        xn = (b[1 : N - 1] + x[0 : N - 2] + x[2:N]) / diag
+        x[1 : N - 1] = xn
+        r = b[1 : N - 1] - (diag * x[1 : N - 1] - x[0 : N - 2] - x[2:N])
         res[0] = np.sqrt(np.sum(r * r))
         it[0] = it[0] + 1
 
 
 def _residual_norm(x, b, diag):
     n = x.shape[0]
-    r = b[1:n - 1] - (diag * x[1:n - 1] - x[0:n - 2] - x[2:n])
+    r = b[1 : n - 1] - (diag * x[1 : n - 1] - x[0 : n - 2] - x[2:n])
     return np.sqrt(np.sum(r * r))
 
 
@@ -48,8 +55,8 @@ def reference(x, b, res, it, diag, tol, maxit):
     res[0] = _residual_norm(x, b, diag)
     it[0] = 0
     while res[0] > tol and it[0] < maxit:
-        x_new = (b[1:n - 1] + x[0:n - 2] + x[2:n]) / diag   # Jacobi sweep
-        x[1:n - 1] = x_new
+        x_new = (b[1 : n - 1] + x[0 : n - 2] + x[2:n]) / diag  # Jacobi sweep
+        x[1 : n - 1] = x_new
         res[0] = _residual_norm(x, b, diag)
         it[0] += 1
 

@@ -7,6 +7,7 @@ For t = 0 .. TMAX-1:
     hz[i, j] -= 0.7 * (ex[i, j+1] - ex[i, j] + ey[i+1, j] - ey[i, j])
                                                      0 <= i < NX-1, 0 <= j < NY-1
 """
+
 import dace
 import numpy as np
 
@@ -18,26 +19,25 @@ TMAX = dace.symbol("TMAX")
 
 
 @dace.program
-def program(ex: dace.float64[NX, NY], ey: dace.float64[NX, NY],
-            hz: dace.float64[NX, NY], _fict_: dace.float64[TMAX]):
+def program(ex: dace.float64[NX, NY], ey: dace.float64[NX, NY], hz: dace.float64[NX, NY], _fict_: dace.float64[TMAX]):
     for t in range(TMAX):
         ey[0, :] = _fict_[t]
-        ey[1:NX, :] = ey[1:NX, :] - 0.5 * (hz[1:NX, :] - hz[0:NX - 1, :])
-        ex[:, 1:NY] = ex[:, 1:NY] - 0.5 * (hz[:, 1:NY] - hz[:, 0:NY - 1])
-        hz[0:NX - 1, 0:NY - 1] = hz[0:NX - 1, 0:NY - 1] - 0.7 * (
-            ex[0:NX - 1, 1:NY] - ex[0:NX - 1, 0:NY - 1] +
-            ey[1:NX, 0:NY - 1] - ey[0:NX - 1, 0:NY - 1])
+        ey[1:NX, :] = ey[1:NX, :] - 0.5 * (hz[1:NX, :] - hz[0 : NX - 1, :])
+        ex[:, 1:NY] = ex[:, 1:NY] - 0.5 * (hz[:, 1:NY] - hz[:, 0 : NY - 1])
+        hz[0 : NX - 1, 0 : NY - 1] = hz[0 : NX - 1, 0 : NY - 1] - 0.7 * (
+            ex[0 : NX - 1, 1:NY] - ex[0 : NX - 1, 0 : NY - 1] + ey[1:NX, 0 : NY - 1] - ey[0 : NX - 1, 0 : NY - 1]
+        )
 
 
 def reference(ex, ey, hz, _fict_):
     nx, ny = ex.shape
     for t in range(_fict_.shape[0]):
         ey[0, :] = _fict_[t]
-        ey[1:nx, :] = ey[1:nx, :] - 0.5 * (hz[1:nx, :] - hz[0:nx - 1, :])
-        ex[:, 1:ny] = ex[:, 1:ny] - 0.5 * (hz[:, 1:ny] - hz[:, 0:ny - 1])
-        hz[0:nx - 1, 0:ny - 1] = hz[0:nx - 1, 0:ny - 1] - 0.7 * (
-            ex[0:nx - 1, 1:ny] - ex[0:nx - 1, 0:ny - 1] +
-            ey[1:nx, 0:ny - 1] - ey[0:nx - 1, 0:ny - 1])
+        ey[1:nx, :] = ey[1:nx, :] - 0.5 * (hz[1:nx, :] - hz[0 : nx - 1, :])
+        ex[:, 1:ny] = ex[:, 1:ny] - 0.5 * (hz[:, 1:ny] - hz[:, 0 : ny - 1])
+        hz[0 : nx - 1, 0 : ny - 1] = hz[0 : nx - 1, 0 : ny - 1] - 0.7 * (
+            ex[0 : nx - 1, 1:ny] - ex[0 : nx - 1, 0 : ny - 1] + ey[1:nx, 0 : ny - 1] - ey[0 : nx - 1, 0 : ny - 1]
+        )
 
 
 PRESETS = {

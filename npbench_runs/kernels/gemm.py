@@ -1,4 +1,5 @@
 """General matrix multiply (Polybench ``gemm``): C = alpha * A @ B + beta * C."""
+
 import dace
 import numpy as np
 
@@ -10,8 +11,9 @@ NK = dace.symbol("NK")
 
 
 @dace.program
-def program(alpha: dace.float64, beta: dace.float64, C: dace.float64[NI, NJ],
-            A: dace.float64[NI, NK], B: dace.float64[NK, NJ]):
+def program(
+    alpha: dace.float64, beta: dace.float64, C: dace.float64[NI, NJ], A: dace.float64[NI, NK], B: dace.float64[NK, NJ]
+):
     C[:] = alpha * A @ B + beta * C
 
 

@@ -1,8 +1,9 @@
 """Vector multiplication and matrix addition (Polybench ``gemver``):
-    A = A + u1 v1^T + u2 v2^T
-    x = x + beta * A^T y + z
-    w = w + alpha * A x
+A = A + u1 v1^T + u2 v2^T
+x = x + beta * A^T y + z
+w = w + alpha * A x
 """
+
 import dace
 import numpy as np
 
@@ -12,10 +13,19 @@ N = dace.symbol("N")
 
 
 @dace.program
-def program(alpha: dace.float64, beta: dace.float64, A: dace.float64[N, N],
-            u1: dace.float64[N], v1: dace.float64[N], u2: dace.float64[N],
-            v2: dace.float64[N], w: dace.float64[N], x: dace.float64[N],
-            y: dace.float64[N], z: dace.float64[N]):
+def program(
+    alpha: dace.float64,
+    beta: dace.float64,
+    A: dace.float64[N, N],
+    u1: dace.float64[N],
+    v1: dace.float64[N],
+    u2: dace.float64[N],
+    v2: dace.float64[N],
+    w: dace.float64[N],
+    x: dace.float64[N],
+    y: dace.float64[N],
+    z: dace.float64[N],
+):
     A += u1[:, np.newaxis] * v1[np.newaxis, :] + u2[:, np.newaxis] * v2[np.newaxis, :]
     x += beta * y @ A + z
     w += alpha * A @ x
@@ -23,7 +33,7 @@ def program(alpha: dace.float64, beta: dace.float64, A: dace.float64[N, N],
 
 def reference(alpha, beta, A, u1, v1, u2, v2, w, x, y, z):
     n = A.shape[0]
-    for i in range(n):                       # rank-2 update, row by row
+    for i in range(n):  # rank-2 update, row by row
         A[i, :] += u1[i] * v1 + u2[i] * v2
     x += beta * np.dot(A.T, y)
     x += z

@@ -1,6 +1,7 @@
 """Scalar, vector and matrix multiplication (Polybench ``gesummv``):
-    y = alpha * A x + beta * B x     (returned)
+y = alpha * A x + beta * B x     (returned)
 """
+
 import dace
 import numpy as np
 
@@ -10,8 +11,7 @@ N = dace.symbol("N")
 
 
 @dace.program
-def program(alpha: dace.float64, beta: dace.float64, A: dace.float64[N, N],
-            B: dace.float64[N, N], x: dace.float64[N]):
+def program(alpha: dace.float64, beta: dace.float64, A: dace.float64[N, N], B: dace.float64[N, N], x: dace.float64[N]):
     return alpha * A @ x + beta * B @ x
 
 

@@ -8,6 +8,7 @@ interior 1 <= i, j, k < N-1:
              + A[i,j,k]
 and the same with A and B swapped.  Polybench runs t = 1 .. TSTEPS.
 """
+
 import dace
 import numpy as np
 
@@ -19,22 +20,48 @@ N = dace.symbol("N")
 @dace.program
 def program(A: dace.float64[N, N, N], B: dace.float64[N, N, N], TSTEPS: dace.int64):
     for t in range(TSTEPS):
-        B[1:N - 1, 1:N - 1, 1:N - 1] = (
-            0.125 * (A[2:N, 1:N - 1, 1:N - 1] - 2.0 * A[1:N - 1, 1:N - 1, 1:N - 1] +
-                     A[0:N - 2, 1:N - 1, 1:N - 1]) +
-            0.125 * (A[1:N - 1, 2:N, 1:N - 1] - 2.0 * A[1:N - 1, 1:N - 1, 1:N - 1] +
-                     A[1:N - 1, 0:N - 2, 1:N - 1]) +
-            0.125 * (A[1:N - 1, 1:N - 1, 2:N] - 2.0 * A[1:N - 1, 1:N - 1, 1:N - 1] +
-                     A[1:N - 1, 1:N - 1, 0:N - 2]) +
-            A[1:N - 1, 1:N - 1, 1:N - 1])
-        A[1:N - 1, 1:N - 1, 1:N - 1] = (
-            0.125 * (B[2:N, 1:N - 1, 1:N - 1] - 2.0 * B[1:N - 1, 1:N - 1, 1:N - 1] +
-                     B[0:N - 2, 1:N - 1, 1:N - 1]) +
-            0.125 * (B[1:N - 1, 2:N, 1:N - 1] - 2.0 * B[1:N - 1, 1:N - 1, 1:N - 1] +
-                     B[1:N - 1, 0:N - 2, 1:N - 1]) +
-            0.125 * (B[1:N - 1, 1:N - 1, 2:N] - 2.0 * B[1:N - 1, 1:N - 1, 1:N - 1] +
-                     B[1:N - 1, 1:N - 1, 0:N - 2]) +
-            B[1:N - 1, 1:N - 1, 1:N - 1])
+        B[1 : N - 1, 1 : N - 1, 1 : N - 1] = (
+            0.125
+            * (
+                A[2:N, 1 : N - 1, 1 : N - 1]
+                - 2.0 * A[1 : N - 1, 1 : N - 1, 1 : N - 1]
+                + A[0 : N - 2, 1 : N - 1, 1 : N - 1]
+            )
+            + 0.125
+            * (
+                A[1 : N - 1, 2:N, 1 : N - 1]
+                - 2.0 * A[1 : N - 1, 1 : N - 1, 1 : N - 1]
+                + A[1 : N - 1, 0 : N - 2, 1 : N - 1]
+            )
+            + 0.125
+            * (
+                A[1 : N - 1, 1 : N - 1, 2:N]
+                - 2.0 * A[1 : N - 1, 1 : N - 1, 1 : N - 1]
+                + A[1 : N - 1, 1 : N - 1, 0 : N - 2]
+            )
+            + A[1 : N - 1, 1 : N - 1, 1 : N - 1]
+        )
+        A[1 : N - 1, 1 : N - 1, 1 : N - 1] = (
+            0.125
+            * (
+                B[2:N, 1 : N - 1, 1 : N - 1]
+                - 2.0 * B[1 : N - 1, 1 : N - 1, 1 : N - 1]
+                + B[0 : N - 2, 1 : N - 1, 1 : N - 1]
+            )
+            + 0.125
+            * (
+                B[1 : N - 1, 2:N, 1 : N - 1]
+                - 2.0 * B[1 : N - 1, 1 : N - 1, 1 : N - 1]
+                + B[1 : N - 1, 0 : N - 2, 1 : N - 1]
+            )
+            + 0.125
+            * (
+                B[1 : N - 1, 1 : N - 1, 2:N]
+                - 2.0 * B[1 : N - 1, 1 : N - 1, 1 : N - 1]
+                + B[1 : N - 1, 1 : N - 1, 0 : N - 2]
+            )
+            + B[1 : N - 1, 1 : N - 1, 1 : N - 1]
+        )
 
 
 def _half_step(src, dst):
@@ -43,9 +70,12 @@ def _half_step(src, dst):
     lo = slice(0, n - 2)
     hi = slice(2, n)
     ctr = src[c, c, c]
-    dst[c, c, c] = (0.125 * (src[hi, c, c] - 2.0 * ctr + src[lo, c, c]) +
-                    0.125 * (src[c, hi, c] - 2.0 * ctr + src[c, lo, c]) +
-                    0.125 * (src[c, c, hi] - 2.0 * ctr + src[c, c, lo]) + ctr)
+    dst[c, c, c] = (
+        0.125 * (src[hi, c, c] - 2.0 * ctr + src[lo, c, c])
+        + 0.125 * (src[c, hi, c] - 2.0 * ctr + src[c, lo, c])
+        + 0.125 * (src[c, c, hi] - 2.0 * ctr + src[c, c, lo])
+        + ctr
+    )
 
 
 def reference(A, B, TSTEPS):

@@ -5,6 +5,7 @@ Per time step two three-point averaging sweeps over the interior:
     A[i] = 0.33333 * (B[i-1] + B[i] + B[i+1])   for 1 <= i < N-1
 Polybench runs ``TSTEPS`` time steps (t = 0 .. TSTEPS-1).
 """
+
 import dace
 import numpy as np
 
@@ -16,15 +17,15 @@ N = dace.symbol("N")
 @dace.program
 def program(A: dace.float64[N], B: dace.float64[N], TSTEPS: dace.int64):
     for t in range(TSTEPS):
-        B[1:N - 1] = 0.33333 * (A[0:N - 2] + A[1:N - 1] + A[2:N])
-        A[1:N - 1] = 0.33333 * (B[0:N - 2] + B[1:N - 1] + B[2:N])
+        B[1 : N - 1] = 0.33333 * (A[0 : N - 2] + A[1 : N - 1] + A[2:N])
+        A[1 : N - 1] = 0.33333 * (B[0 : N - 2] + B[1 : N - 1] + B[2:N])
 
 
 def reference(A, B, TSTEPS):
     n = A.shape[0]
     for _ in range(TSTEPS):
-        B[1:n - 1] = 0.33333 * (A[0:n - 2] + A[1:n - 1] + A[2:n])
-        A[1:n - 1] = 0.33333 * (B[0:n - 2] + B[1:n - 1] + B[2:n])
+        B[1 : n - 1] = 0.33333 * (A[0 : n - 2] + A[1 : n - 1] + A[2:n])
+        A[1 : n - 1] = 0.33333 * (B[0 : n - 2] + B[1 : n - 1] + B[2:n])
 
 
 PRESETS = {

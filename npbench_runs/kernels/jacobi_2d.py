@@ -5,6 +5,7 @@ Per time step:
     A[i,j] = 0.2 * (B[i,j] + B[i,j-1] + B[i,j+1] + B[i+1,j] + B[i-1,j])
 for all interior points 1 <= i, j < N-1; ``TSTEPS`` time steps.
 """
+
 import dace
 import numpy as np
 
@@ -16,12 +17,20 @@ N = dace.symbol("N")
 @dace.program
 def program(A: dace.float64[N, N], B: dace.float64[N, N], TSTEPS: dace.int64):
     for t in range(TSTEPS):
-        B[1:N - 1, 1:N - 1] = 0.2 * (A[1:N - 1, 1:N - 1] + A[1:N - 1, 0:N - 2] +
-                                     A[1:N - 1, 2:N] + A[2:N, 1:N - 1] +
-                                     A[0:N - 2, 1:N - 1])
-        A[1:N - 1, 1:N - 1] = 0.2 * (B[1:N - 1, 1:N - 1] + B[1:N - 1, 0:N - 2] +
-                                     B[1:N - 1, 2:N] + B[2:N, 1:N - 1] +
-                                     B[0:N - 2, 1:N - 1])
+        B[1 : N - 1, 1 : N - 1] = 0.2 * (
+            A[1 : N - 1, 1 : N - 1]
+            + A[1 : N - 1, 0 : N - 2]
+            + A[1 : N - 1, 2:N]
+            + A[2:N, 1 : N - 1]
+            + A[0 : N - 2, 1 : N - 1]
+        )
+        A[1 : N - 1, 1 : N - 1] = 0.2 * (
+            B[1 : N - 1, 1 : N - 1]
+            + B[1 : N - 1, 0 : N - 2]
+            + B[1 : N - 1, 2:N]
+            + B[2:N, 1 : N - 1]
+            + B[0 : N - 2, 1 : N - 1]
+        )
 
 
 def reference(A, B, TSTEPS):

@@ -2,6 +2,7 @@
 
 A: (NI, NK), B: (NK, NJ), C: (NJ, NL), D: (NI, NL).
 """
+
 import dace
 import numpy as np
 
@@ -14,8 +15,14 @@ NL = dace.symbol("NL")
 
 
 @dace.program
-def program(alpha: dace.float64, beta: dace.float64, A: dace.float64[NI, NK],
-            B: dace.float64[NK, NJ], C: dace.float64[NJ, NL], D: dace.float64[NI, NL]):
+def program(
+    alpha: dace.float64,
+    beta: dace.float64,
+    A: dace.float64[NI, NK],
+    B: dace.float64[NK, NJ],
+    C: dace.float64[NJ, NL],
+    D: dace.float64[NI, NL],
+):
     D[:] = alpha * A @ B @ C + beta * D
 
 

@@ -2,6 +2,7 @@
 
 A: (NI, NK), B: (NK, NJ), C: (NJ, NM), D: (NM, NL); G: (NI, NL).
 """
+
 import dace
 import numpy as np
 
@@ -15,8 +16,7 @@ NM = dace.symbol("NM")
 
 
 @dace.program
-def program(A: dace.float64[NI, NK], B: dace.float64[NK, NJ], C: dace.float64[NJ, NM],
-            D: dace.float64[NM, NL]):
+def program(A: dace.float64[NI, NK], B: dace.float64[NK, NJ], C: dace.float64[NJ, NM], D: dace.float64[NM, NL]):
     return A @ B @ C @ D
 
 

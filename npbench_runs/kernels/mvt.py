@@ -1,6 +1,7 @@
 """Matrix-vector product and transpose (Polybench ``mvt``):
-    x1 = x1 + A y_1,   x2 = x2 + A^T y_2
+x1 = x1 + A y_1,   x2 = x2 + A^T y_2
 """
+
 import dace
 import numpy as np
 
@@ -10,8 +11,9 @@ N = dace.symbol("N")
 
 
 @dace.program
-def program(x1: dace.float64[N], x2: dace.float64[N], y_1: dace.float64[N],
-            y_2: dace.float64[N], A: dace.float64[N, N]):
+def program(
+    x1: dace.float64[N], x2: dace.float64[N], y_1: dace.float64[N], y_2: dace.float64[N], A: dace.float64[N, N]
+):
     x1 += A @ y_1
     x2 += y_2 @ A
 

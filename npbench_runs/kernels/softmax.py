@@ -1,7 +1,8 @@
 """Softmax over the last axis of a 4-D float32 tensor (NPBench ``softmax``).
 
-    out[n,h,i,j] = exp(x[n,h,i,j] - max_k x[n,h,i,k]) / sum_k exp(x[n,h,i,k] - max_k x[n,h,i,k])
+out[n,h,i,j] = exp(x[n,h,i,j] - max_k x[n,h,i,k]) / sum_k exp(x[n,h,i,k] - max_k x[n,h,i,k])
 """
+
 import dace
 import numpy as np
 

@@ -1,0 +1,177 @@
+"""Side-by-side comparison: dace-cpufree vs upstream DaCe GPU vs CuPy, validated against NumPy.
+
+    python -m npbench_runs.compare --preset S [--kernels jacobi_2d gemm] [--out docs/results]
+
+For each kernel: NumPy computes the reference once; every framework is compiled (compile time
+reported apart), run on fresh device inputs ``--repeat`` times (the first run is validated), and
+the median and minimum wall times (device synchronised) are reported, with ratios to upstream DaCe.
+A framework that fails on a kernel gets its error recorded and the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import platform
+import statistics
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from npbench_runs.frameworks import FRAMEWORKS, timed
+from npbench_runs.kernels import KERNELS
+
+FIELDS = [
+    "kernel",
+    "preset",
+    "framework",
+    "validated",
+    "median_ms",
+    "min_ms",
+    "kernel_ms",
+    "compile_s",
+    "per_step_us",
+    "grid",
+    "error",
+]
+STEP_PARAM = {"jacobi_1d": "TSTEPS", "jacobi_2d": "TSTEPS", "heat_3d": "TSTEPS", "fdtd_2d": "TMAX", "adi": "TSTEPS"}
+
+
+def validate(module, args, ret, ref_args, ref_ret, framework) -> bool:
+    for name in module.OUTPUTS:
+        got = framework.to_host(ret if name == "__return" else args[name])
+        want = ref_ret if name == "__return" else ref_args[name]
+        if got is None or not np.allclose(got, want, rtol=module.RTOL, atol=module.ATOL):
+            return False
+    return True
+
+
+def run_kernel(module, preset: str, names: list[str], repeat: int, log) -> list[dict]:
+    params = module.PRESETS[preset]
+    host_args = module.initialize(**params)
+    ref_args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in host_args.items()}
+    ref_ret = module.reference(**ref_args)
+    rows = []
+    for fname in names:
+        fw = FRAMEWORKS[fname]()
+        row = {"kernel": module.NAME, "preset": preset, "framework": fname, "validated": False, "error": ""}
+        try:
+            t0 = time.perf_counter()
+            fn = fw.prepare(module)
+            row["compile_s"] = round(time.perf_counter() - t0, 2)
+            (args, ret), times = timed(fn, fw, lambda fw=fw: fw.to_device(host_args), repeat)
+            row["validated"] = validate(module, args, ret, ref_args, ref_ret, fw)
+            row["median_ms"] = statistics.median(times) * 1e3
+            row["min_ms"] = min(times) * 1e3
+            if fname.startswith("dace_cpufree"):
+                # the event-timed kernel of the last run, and the grid it ran on
+                row["kernel_ms"] = fn.last_kernel_ms
+                row["grid"] = f"{fn.launch_config[0]}x{fn.launch_config[1]}"
+                steps = params.get(STEP_PARAM.get(module.NAME, ""), 0)
+                if steps:
+                    row["per_step_us"] = fn.last_kernel_ms * 1e3 / steps
+        except Exception as err:  # a failing framework is recorded, the run goes on
+            row["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+            log(traceback.format_exc(limit=3))
+        log(
+            f"  {module.NAME:12s} {fname:13s} "
+            + (
+                f"{row.get('median_ms', float('nan')):10.3f} ms  validated={row['validated']}"
+                if not row["error"]
+                else f"ERROR {row['error']}"
+            )
+        )
+        rows.append(row)
+    return rows
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    """One line per kernel: times and speedups of ours over upstream DaCe and CuPy."""
+    table = {}
+    for r in rows:
+        table.setdefault(r["kernel"], {})[r["framework"]] = r
+    out = []
+    for kernel, fws in table.items():
+        ours = fws.get("dace_cpufree", {})
+        line = {"kernel": kernel}
+        for f, r in fws.items():
+            line[f] = r.get("median_ms") if r.get("validated") else None
+        for base in ("dace_gpu", "cupy"):
+            b, o = line.get(base), line.get("dace_cpufree")
+            line[f"speedup_vs_{base}"] = (b / o) if (b and o) else None
+        line["per_step_us"] = ours.get("per_step_us")
+        out.append(line)
+    return out
+
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def markdown(preset: str, lines: list[dict], hardware: str) -> str:
+    fmt = lambda v, p=3: "—" if v is None else f"{v:.{p}f}"  # noqa: E731
+    md = [
+        f"# dace-cpufree vs upstream DaCe GPU vs CuPy — preset {preset}",
+        "",
+        f"Hardware: {hardware}",
+        "",
+        "Median wall time in ms (inputs on the GPU, device synchronised); — = failed or not validated.",
+        "",
+        "| kernel | dace_cpufree | dace_gpu | cupy | vs dace_gpu | vs cupy | per step (µs) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for ln in lines:
+        md.append(
+            f"| {ln['kernel']} | {fmt(ln.get('dace_cpufree'))} | {fmt(ln.get('dace_gpu'))} | "
+            f"{fmt(ln.get('cupy'))} | {fmt(ln['speedup_vs_dace_gpu'], 2)}x | {fmt(ln['speedup_vs_cupy'], 2)}x | "
+            f"{fmt(ln.get('per_step_us'), 2)} |"
+        )
+    g1 = geomean(ln["speedup_vs_dace_gpu"] for ln in lines)
+    g2 = geomean(ln["speedup_vs_cupy"] for ln in lines)
+    md += ["", f"Geomean speedup vs upstream DaCe GPU: {fmt(g1, 2)}x; vs CuPy: {fmt(g2, 2)}x."]
+    return "\n".join(md) + "\n"
+
+
+def hardware() -> str:
+    try:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        return f"{gpu}, {props['multiProcessorCount']} SMs; host {platform.node()} (Python {platform.python_version()})"
+    except Exception:
+        return f"no GPU ({platform.node()})"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="S")
+    parser.add_argument("--kernels", nargs="*", default=list(KERNELS))
+    parser.add_argument("--frameworks", nargs="*", default=["dace_cpufree", "dace_gpu", "cupy"])
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--out", default="results")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    hw = hardware()
+    print(f"preset {args.preset} on {hw}", flush=True)
+    rows = []
+    for name in args.kernels:
+        rows += run_kernel(KERNELS[name], args.preset, args.frameworks, args.repeat, lambda s: print(s, flush=True))
+    stem = out / f"compare_{args.preset}"
+    with open(f"{stem}.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    text = markdown(args.preset, ratios(rows), hw)
+    Path(f"{stem}.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,30 @@
+"""Capability markers: GPU tests skip where there is no GPU; compile tests never skip in CI."""
+
+import os
+import shutil
+
+import pytest
+
+from dace_cpufree.runtime import find_nvcc, gpu_count
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def pytest_collection_modifyitems(config, items):
+    gpus = gpu_count()
+    for item in items:
+        if "gpu" in item.keywords and gpus < 1:
+            item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU"))
+        if "multigpu" in item.keywords and gpus < 2:
+            item.add_marker(pytest.mark.skip(reason="needs two or more GPUs"))
+        if "hip" in item.keywords and shutil.which("hipcc") is None:
+            item.add_marker(pytest.mark.skip(reason="needs hipcc"))
+        if "compile" in item.keywords and find_nvcc() is None and not IN_CI:
+            # In CI nvcc must be there: the test runs and fails instead of skipping.
+            item.add_marker(pytest.mark.skip(reason="needs nvcc"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    if "DACE_CPUFREE_CACHE" not in os.environ:
+        os.environ["DACE_CPUFREE_CACHE"] = str(tmp_path_factory.mktemp("cpufree-cache"))

@@ -1,0 +1,31 @@
+"""Small programs whose structure (steps, syncs) is known by hand."""
+
+import dace
+import numpy as np
+
+N = dace.symbol("N")
+
+
+@dace.program
+def independent_then_dependent(A: dace.float64[N], B: dace.float64[N], C: dace.float64[N], D: dace.float64[N]):
+    B[:] = A + 1.0  # step 1
+    C[:] = A * 2.0  # no dependency on the map above: same step
+    D[1:] = B[:-1] + C[1:]  # reads B and C written by other threads: one grid.sync()
+
+
+@dace.program
+def two_independent(A: dace.float64[N], B: dace.float64[N], C: dace.float64[N]):
+    B[:] = A + 1.0
+    C[:] = A * 3.0
+
+
+@dace.program
+def time_loop(A: dace.float64[N], B: dace.float64[N], T: dace.int64):
+    for _ in range(T):
+        B[1:-1] = 0.5 * (A[:-2] + A[2:])
+        A[1:-1] = 0.5 * (B[:-2] + B[2:])
+
+
+@dace.program
+def scalar_sum(A: dace.float64[N], out: dace.float64[1]):
+    out[0] = np.sum(A)

@@ -1,0 +1,15 @@
+"""CPU tests: nvcc compiles the generated code of every program (fails, never skips, in CI)."""
+
+import pytest
+
+import dace_cpufree
+from dace_cpufree.runtime import build
+from npbench_runs.kernels import KERNELS
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_nvcc_compiles_generated_code(name):
+    source = dace_cpufree.kernel_source(KERNELS[name].program)
+    library = build(source.code, f"nvcc_{name}", "cuda")
+    assert library.exists() and library.stat().st_size > 0

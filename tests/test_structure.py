@@ -1,0 +1,100 @@
+"""CPU tests: SDFG structure and generated code text."""
+
+import re
+
+import dace
+import pytest
+from dace_cpufree.codegen import CUDA, HIP, generate
+from dace_cpufree.transformations import PERSISTENT_SCHEDULE, FusePersistentKernel
+from programs import independent_then_dependent, scalar_sum, time_loop, two_independent
+
+import dace_cpufree
+from npbench_runs.kernels import KERNELS
+
+
+def _unfused(program) -> dace.SDFG:
+    sdfg = program.to_sdfg(simplify=True)
+    FusePersistentKernel(fuse_maps=False).apply_pass(sdfg, {})
+    return sdfg
+
+
+def test_schedule_is_registered_enum_member():
+    assert dace.dtypes.ScheduleType.CPUFree_Persistent is PERSISTENT_SCHEDULE
+
+
+def test_every_top_level_map_is_persistent():
+    sdfg = dace_cpufree.persistent_sdfg(KERNELS["jacobi_2d"].program)
+    top = [
+        n for s in sdfg.states() for n in s.nodes() if isinstance(n, dace.nodes.MapEntry) and s.entry_node(n) is None
+    ]
+    assert top and all(m.map.schedule == PERSISTENT_SCHEDULE for m in top)
+    assert not any(isinstance(n, dace.nodes.LibraryNode) for n, _ in sdfg.all_nodes_recursive())
+
+
+@pytest.mark.parametrize(
+    "program, fused, syncs",
+    [
+        (independent_then_dependent, False, 1),  # two independent maps share a step, the third needs a sync
+        (two_independent, False, 0),
+        # unfused, each stencil update is two maps through a temporary: 4 syncs per step
+        (time_loop, False, 4),
+        # fused: B-update, sync, A-update, sync (before the next step's B-update)
+        (time_loop, True, 2),
+        # accumulator init, sync, grid-wide reduction (atomics), sync, copy into out[0]
+        (scalar_sum, False, 2),
+    ],
+)
+def test_grid_syncs_only_where_dependencies_cross(program, fused, syncs):
+    src = dace_cpufree.kernel_source(program) if fused else generate(_unfused(program), CUDA)
+    assert src.grid_syncs == syncs
+    assert src.code.count("__grid.sync();") == syncs
+
+
+def test_one_kernel_launched_once_cooperatively():
+    code = dace_cpufree.generate_code(KERNELS["jacobi_2d"].program)
+    assert len(re.findall(r"__global__ void", code)) == 1
+    assert code.count("CPUFREE_LAUNCH_COOPERATIVE(") == 1
+    launcher = code[code.index('extern "C" int cpufree_run') :]
+    # no host loop around the launch: the time loop is inside the kernel
+    assert "for (" not in launcher.split("CPUFREE_LAUNCH_COOPERATIVE(")[0].split("cudaEventRecord(start")[1]
+    kernel = code[: code.index("// ---- host launcher")]
+    assert re.search(r"for \(t = 0; \(t < TSTEPS\); t = \(t \+ 1\)\)", kernel)
+    assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in launcher
+    assert "cudaDevAttrMultiProcessorCount" in launcher
+
+
+def test_grid_stride_loop_over_whole_grid():
+    code = dace_cpufree.generate_code(KERNELS["jacobi_2d"].program)
+    assert "for (long long __f = __tid; __f < __n; __f += __nthreads)" in code
+
+
+def test_while_loop_condition_reads_device_data_after_sync():
+    code = dace_cpufree.generate_code(KERNELS["cg_residual"].program)
+    kernel = code[: code.index("// ---- host launcher")]
+    assert "res_index[0] > tol" in kernel
+    lines = kernel.splitlines()
+    for k, line in enumerate(lines):
+        if "res_index[0] > tol" in line:
+            assert lines[k - 1].strip() == "__grid.sync();"
+            break
+    else:
+        pytest.fail("no loop condition reading res")
+
+
+def test_matmul_becomes_register_reduction_not_library_call():
+    code = dace_cpufree.generate_code(KERNELS["gemm"].program)
+    assert "cublas" not in code.lower()
+    assert re.search(r"double __acc\d+ = ", code)
+
+
+def test_hip_dialect_renames_runtime():
+    src = generate(_unfused(time_loop), HIP)
+    assert "hipOccupancyMaxActiveBlocksPerMultiprocessor" in src.code
+    assert "cudaMalloc" not in src.code
+
+
+def test_restrict_only_on_arrays_the_kernel_never_writes():
+    code = dace_cpufree.generate_code(KERNELS["cg_residual"].program)
+    head = code[code.index("__global__ void") : code.index("{")]
+    assert "double * __restrict__ b" in head  # read only
+    assert "int64_t * it" in head and "double * x" in head  # written: no __restrict__

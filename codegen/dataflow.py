@@ -268,7 +268,7 @@ def _grid_reduction(ctx, state, entry, outputs, local) -> list[str]:
         # A thread's first contribution initialises its accumulator: no identity element is needed.
         sinks[(e.src, e.src_conn)] = (var, op, "__has")
         decl.append(f"{ctype} {var}{{}};")
-        flush.append(f"if (__has) cpufree::atomic_combine<{op}>(&{target}, {var});")
+        flush.append(f"cpufree::warp_atomic_combine<{op}>(&{target}, {var}, __has);")
     body = local + ScopeWriter(ctx, state, [], sinks).scope(entry) + ["__has = true;"]
     return _grid_stride(params, ranges, body, prologue=decl, epilogue=flush)
 

@@ -6,6 +6,7 @@ import pytest
 import dace_cpufree
 from npbench_runs.kernels import KERNELS
 
+
 def test_wrong_dtype_names_argument_and_expected_dtype():
     prog = dace_cpufree.compile(KERNELS["jacobi_2d"].program, backend="emulate")
     A = np.zeros((8, 8), dtype=np.float32)

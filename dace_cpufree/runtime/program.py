@@ -48,6 +48,7 @@ class PersistentProgram:
         self._lib.cpufree_memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         self._host_args = [a for a in source.args if a.kind != "workspace"]
         self._lib.cpufree_run.argtypes = [self._ctype(a) for a in self._host_args]
+        self._shapes = {}  # symbol values -> {container: shape}, sympy evaluation is slow
         self.last_kernel_ms = float("nan")
         self.launch_config = (0, 0)
 
@@ -135,12 +136,19 @@ class PersistentProgram:
             )
         return symbols
 
+    def _shape(self, name: str, symbols: dict) -> tuple[int, ...]:
+        key = tuple(sorted(symbols.items()))
+        shapes = self._shapes.setdefault(key, {})
+        if name not in shapes:
+            shapes[name] = tuple(int(dace.symbolic.evaluate(s, symbols)) for s in self.sdfg.arrays[name].shape)
+        return shapes[name]
+
     def _allocate_returns(self, values: dict, symbols: dict) -> list[str]:
         names = [n for n in self.sdfg.arrays if n.startswith("__return") and not self.sdfg.arrays[n].transient]
         like_gpu = any(_device_pointer(v) is not None for v in values.values())
         for name in names:
             desc = self.sdfg.arrays[name]
-            shape = tuple(int(dace.symbolic.evaluate(s, symbols)) for s in desc.shape)
+            shape = self._shape(name, symbols)
             if like_gpu:
                 import cupy
 
@@ -151,7 +159,7 @@ class PersistentProgram:
 
     def _bind_array(self, arg, value, symbols) -> _Bound:
         desc = arg.desc
-        expected = tuple(int(dace.symbolic.evaluate(s, symbols)) for s in desc.shape)
+        expected = self._shape(arg.name, symbols)
         dtype = np.dtype(desc.dtype.as_numpy_dtype())
         if tuple(getattr(value, "shape", ())) != expected:
             raise ArgumentError(

@@ -87,6 +87,31 @@ template <Op op, typename T> __device__ inline void atomic_combine(T *ptr, T val
 #endif
 }
 
+// Flush of a grid-wide reduction: each thread holds a partial (``has``: it saw at least one
+// element). Partials are first combined across the warp with shuffles, so one atomic per warp
+// reaches memory instead of one per thread (contention on one address was the bottleneck).
+// Every thread of the block must call it (it is placed after the grid-stride loop, outside it).
+template <Op op, typename T> __device__ inline void warp_atomic_combine(T *ptr, T val, bool has) {
+#if defined(CPUFREE_EMULATE) || defined(__HIPCC__)
+    if (has) atomic_combine<op>(ptr, val);
+#else
+    if (blockDim.x % warpSize != 0) {  // a partial warp: no full-mask shuffles
+        if (has) atomic_combine<op>(ptr, val);
+        return;
+    }
+    const unsigned full = 0xffffffffu;
+    for (int offset = warpSize / 2; offset > 0; offset /= 2) {
+        T other = __shfl_down_sync(full, val, offset);
+        int other_has = __shfl_down_sync(full, (int)has, offset);
+        if (other_has) {
+            val = has ? combine<op>(val, other) : other;
+            has = true;
+        }
+    }
+    if (threadIdx.x % warpSize == 0 && has) atomic_combine<op>(ptr, val);
+#endif
+}
+
 }  // namespace cpufree
 
 using cpufree::max_;

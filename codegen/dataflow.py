@@ -156,28 +156,38 @@ def _topological(state: SDFGState, sdict, entry):
     return [n for n in dace.sdfg.utils.dfs_topological_sort(state) if sdict[n] is entry]
 
 
-def _decode(index: str, params: list[str], extents: list[str], ranges: list) -> list[str]:
-    """Turn one flat index into map parameters, last parameter fastest (contiguous)."""
-    lines = [f"{INDEX_T} __r = {index};"]
+def _decode(index: str, params: list[str], ranges: list, tag: str = "") -> list[str]:
+    """Turn one flat index into map parameters, last parameter fastest (contiguous).
+
+    Extents are the variables ``__e{tag}{k}`` declared by :func:`_extents`.
+    """
+    lines = [f"{INDEX_T} __r{tag} = {index};"]
     for k in reversed(range(len(params))):
         b, _, s = ranges[k]
-        digit = "__r" if k == 0 else f"(__r % __e{k})"
+        digit = f"__r{tag}" if k == 0 else f"(__r{tag} % __e{tag}{k})"
         lines.append(f"const {INDEX_T} {params[k]} = {cexpr(b)} + {digit} * ({cexpr(s)});")
         if k > 0:
-            lines.append(f"__r /= __e{k};")
+            lines.append(f"__r{tag} /= __e{tag}{k};")
     return lines
 
 
-def _grid_stride(params, ranges, body: list[str], prologue=(), epilogue=()) -> list[str]:
-    """``for`` over the product of ``ranges``, distributed over every thread of the grid."""
+def _extents(ranges, tag: str = "") -> list[str]:
+    extents = range_extents(subsets.Range(ranges))
+    lines = [f"const {INDEX_T} __e{tag}{k} = {e};" for k, e in enumerate(extents)]
+    lines.append(f"const {INDEX_T} __n{tag} = " + " * ".join(f"__e{tag}{k}" for k in range(len(ranges))) + ";")
+    return lines
+
+
+def _grid_stride(params, ranges, body: list[str], prologue=(), epilogue=(), per_warp: bool = False) -> list[str]:
+    """``for`` over the product of ``ranges``, distributed over every thread (or warp) of the grid."""
     if not params:
         return ["if (__tid == 0) {"] + _indent(list(prologue) + body + list(epilogue)) + ["}"]
-    extents = range_extents(subsets.Range(ranges))
-    lines = [f"const {INDEX_T} __e{k} = {e};" for k, e in enumerate(extents)]
-    lines.append(f"const {INDEX_T} __n = " + " * ".join(f"__e{k}" for k in range(len(params))) + ";")
-    lines += list(prologue)
-    lines.append(f"for ({INDEX_T} __f = __tid; __f < __n; __f += __nthreads) {{")
-    lines += _indent(_decode("__f", params, extents, ranges) + body)
+    lines = _extents(ranges) + list(prologue)
+    if per_warp:
+        lines.append(f"for ({INDEX_T} __f = __tid / warpSize; __f < __n; __f += __nthreads / warpSize) {{")
+    else:
+        lines.append(f"for ({INDEX_T} __f = __tid; __f < __n; __f += __nthreads) {{")
+    lines += _indent(_decode("__f", params, ranges) + body)
     lines.append("}")
     lines += list(epilogue)
     return lines
@@ -228,6 +238,8 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     elif par:
         code = _register_reduction(ctx, state, entry, outputs, par, red, local)
         work = _work(ctx, [ranges[params.index(p)] for p in par])
+        if work is not None and _contiguous_in_reduced(ctx, state, entry, par, red):
+            work = f"({work}) * warp"
     else:
         code = _grid_reduction(ctx, state, entry, outputs, local)
         work = _work(ctx, ranges)
@@ -236,24 +248,56 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
 
 
 def _register_reduction(ctx, state, entry, outputs, par, red, local) -> list[str]:
+    """Outputs indexed by ``par`` only: parallel over ``par``, sequential over ``red`` in registers.
+
+    When the reduced parameters index the contiguous dimension of the inputs (a matrix-vector
+    row, softmax's last axis), a warp owns each output and its lanes stride over the reduced space
+    (coalesced), combining with shuffles; otherwise a thread owns each output.
+    """
     params, ranges = list(entry.map.params), list(entry.map.range)
-    sinks, load, store = {}, [], []
+    per_warp = _contiguous_in_reduced(ctx, state, entry, par, red)
+    sinks, load, store, combine = {}, [], [], []
     for e in outputs:
         var = ctx.fresh("acc")
         op = wcr_op(e.data.wcr)
         target = ctx.access(e.data.data, e.data.subset)
         ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
-        sinks[(e.src, e.src_conn)] = (var, op, None)
-        load.append(f"{ctype} {var} = {target};")
-        store.append(f"{target} = {var};")
-    inner, depth = [], 0
-    for p in red:
-        b, e, s = ranges[params.index(p)]
-        inner.append("    " * depth + f"for ({INDEX_T} {p} = {cexpr(b)}; {p} <= {cexpr(e)}; {p} += {cexpr(s)}) {{")
-        depth += 1
-    inner += _indent(local + ScopeWriter(ctx, state, par, sinks).scope(entry), depth)
-    inner += ["    " * d + "}" for d in reversed(range(depth))]
-    return _grid_stride(par, [ranges[params.index(p)] for p in par], load + inner + store)
+        if per_warp:
+            sinks[(e.src, e.src_conn)] = (var, op, "__has")
+            load.append(f"{ctype} {var}{{}};")
+            combine.append(f"if (cpufree::warp_reduce<{op}>({var}, __has) && threadIdx.x % warpSize == 0)")
+            combine.append(f"    {target} = cpufree::combine<{op}>({target}, {var});")
+        else:
+            sinks[(e.src, e.src_conn)] = (var, op, None)
+            load.append(f"{ctype} {var} = {target};")
+            store.append(f"{target} = {var};")
+    red_ranges = [ranges[params.index(p)] for p in red]
+    body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
+    if per_warp:
+        inner = _extents(red_ranges, "r") + ["bool __has = false;"] + load
+        inner.append(f"for ({INDEX_T} __g = threadIdx.x % warpSize; __g < __nr; __g += warpSize) {{")
+        inner += _indent(_decode("__g", red, red_ranges, "r") + body + ["__has = true;"]) + ["}"] + combine
+    else:
+        inner, depth = list(load), 0
+        for p, (b, e, s) in zip(red, red_ranges):
+            inner.append("    " * depth + f"for ({INDEX_T} {p} = {cexpr(b)}; {p} <= {cexpr(e)}; {p} += {cexpr(s)}) {{")
+            depth += 1
+        inner += _indent(body, depth) + ["    " * d + "}" for d in reversed(range(depth))] + store
+    return _grid_stride(par, [ranges[params.index(p)] for p in par], inner, per_warp=per_warp)
+
+
+def _contiguous_in_reduced(ctx, state, entry, par, red) -> bool:
+    """Whether the inputs' contiguous (last) dimension is indexed by reduced parameters only."""
+    par_syms, red_syms = set(par), set(red)
+    found = False
+    for e in state.scope_subgraph(entry).edges():
+        if e.data.is_empty() or e.data.data not in ctx.device or not isinstance(e.dst, nodes.Tasklet):
+            continue
+        last = {str(s) for s in e.data.subset.ndrange()[-1][0].free_symbols} if e.data.subset.dims() else set()
+        if last & par_syms:
+            return False
+        found = found or bool(last & red_syms)
+    return found
 
 
 def _grid_reduction(ctx, state, entry, outputs, local) -> list[str]:

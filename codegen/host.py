@@ -87,6 +87,9 @@ extern "C" int cpufree_run({params}) {{
         int min_grid = 0;
         CPUFREE_CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, {kernel}, 0, 0));
     }}
+    int warp = 1;
+    CPUFREE_CHECK(cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev));
+    block = block < warp ? warp : block - block % warp;  // whole warps: warp reductions shuffle full warps
     CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {kernel}, block, 0));
     if (per_sm < 1)
         return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "

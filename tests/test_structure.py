@@ -98,3 +98,16 @@ def test_restrict_only_on_arrays_the_kernel_never_writes():
     head = code[code.index("__global__ void") : code.index("{")]
     assert "double * __restrict__ b" in head  # read only
     assert "int64_t * it" in head and "double * x" in head  # written: no __restrict__
+
+
+def test_matrix_vector_rows_use_a_warp_per_output():
+    """A @ x reduces over the contiguous axis: lanes stride over a row, shuffles combine."""
+    code = dace_cpufree.generate_code(KERNELS["atax"].program)
+    assert "for (long long __f = __tid / warpSize; __f < __n; __f += __nthreads / warpSize)" in code
+    assert "cpufree::warp_reduce<cpufree::Op::Sum>" in code
+
+
+def test_gemm_keeps_a_thread_per_output():
+    """C[i, j] += A[i, k] * B[k, j]: B's contiguous axis is j (an output axis), so a thread owns C[i, j]."""
+    code = dace_cpufree.generate_code(KERNELS["gemm"].program)
+    assert "warp_reduce" not in code

@@ -22,6 +22,7 @@ struct dim3 {
     dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 static const dim3 threadIdx(0, 0, 0), blockIdx(0, 0, 0), blockDim(1, 1, 1), gridDim(1, 1, 1);
+static const int warpSize = 1;
 
 namespace cooperative_groups {
 struct grid_group {
@@ -34,7 +35,12 @@ typedef int cudaError_t;
 typedef void *cudaStream_t;
 typedef void *cudaEvent_t;
 enum { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount, cudaDevAttrCooperativeLaunch, cudaDevAttrMaxThreadsPerBlock };
+enum cudaDeviceAttr {
+    cudaDevAttrMultiProcessorCount,
+    cudaDevAttrCooperativeLaunch,
+    cudaDevAttrMaxThreadsPerBlock,
+    cudaDevAttrWarpSize
+};
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 struct cudaDeviceProp {
     char name[256];

@@ -87,29 +87,34 @@ template <Op op, typename T> __device__ inline void atomic_combine(T *ptr, T val
 #endif
 }
 
-// Flush of a grid-wide reduction: each thread holds a partial (``has``: it saw at least one
-// element). Partials are first combined across the warp with shuffles, so one atomic per warp
-// reaches memory instead of one per thread (contention on one address was the bottleneck).
-// Every thread of the block must call it (it is placed after the grid-stride loop, outside it).
-template <Op op, typename T> __device__ inline void warp_atomic_combine(T *ptr, T val, bool has) {
-#if defined(CPUFREE_EMULATE) || defined(__HIPCC__)
-    if (has) atomic_combine<op>(ptr, val);
+// Combines per-lane partials across a warp (``has``: the lane saw at least one element). The
+// result is valid in lane 0; the return value says whether any lane had one. Every lane of the
+// warp must call it together, and blocks are whole warps (the launcher rounds the block size).
+template <Op op, typename T> __device__ inline bool warp_reduce(T &val, bool has) {
+#if defined(CPUFREE_EMULATE)
+    return has;  // warpSize is 1
 #else
-    if (blockDim.x % warpSize != 0) {  // a partial warp: no full-mask shuffles
-        if (has) atomic_combine<op>(ptr, val);
-        return;
-    }
-    const unsigned full = 0xffffffffu;
     for (int offset = warpSize / 2; offset > 0; offset /= 2) {
-        T other = __shfl_down_sync(full, val, offset);
-        int other_has = __shfl_down_sync(full, (int)has, offset);
+#if defined(__HIPCC__)
+        T other = __shfl_down(val, offset);
+        int other_has = __shfl_down((int)has, offset);
+#else
+        T other = __shfl_down_sync(0xffffffffu, val, offset);
+        int other_has = __shfl_down_sync(0xffffffffu, (int)has, offset);
+#endif
         if (other_has) {
             val = has ? combine<op>(val, other) : other;
             has = true;
         }
     }
-    if (threadIdx.x % warpSize == 0 && has) atomic_combine<op>(ptr, val);
+    return has;
 #endif
+}
+
+// Flush of a grid-wide reduction: partials are first combined across the warp, so one atomic per
+// warp reaches memory instead of one per thread (contention on one address was the bottleneck).
+template <Op op, typename T> __device__ inline void warp_atomic_combine(T *ptr, T val, bool has) {
+    if (warp_reduce<op>(val, has) && threadIdx.x % warpSize == 0) atomic_combine<op>(ptr, val);
 }
 
 }  // namespace cpufree

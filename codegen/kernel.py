@@ -163,4 +163,5 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
     code = dialect.translate(code)
     grid_syncs = sum(1 for i in items if i.sync_before)
     assert grid_syncs == syncs
-    return KernelSource(code, kernel, args, code.count("__grid.sync();"), len(items), dialect)
+    work_items = sum(1 for i in items if i.executor != ir.Executor.EVERY)
+    return KernelSource(code, kernel, args, code.count("__grid.sync();"), work_items, dialect)

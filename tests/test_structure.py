@@ -111,3 +111,16 @@ def test_gemm_keeps_a_thread_per_output():
     """C[i, j] += A[i, k] * B[k, j]: B's contiguous axis is j (an output axis), so a thread owns C[i, j]."""
     code = dace_cpufree.generate_code(KERNELS["gemm"].program)
     assert "warp_reduce" not in code
+
+
+def test_cli_inspect_prints_code_and_summary(tmp_path, capsys):
+    from dace_cpufree.cli import main
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import dace\nN = dace.symbol('N')\n\n@dace.program\ndef f(A: dace.float64[N], B: dace.float64[N]):\n"
+        "    B[:] = A * 2.0\n"
+    )
+    assert main(["inspect", f"{prog}:f"]) == 0
+    out = capsys.readouterr().out
+    assert "__global__ void" in out and "work items    : 1" in out and "grid.sync()   : 0" in out

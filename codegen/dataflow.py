@@ -231,20 +231,28 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
         and all(state.scope_dict()[e.src] is entry for e in outputs)
     )
     local = _locals(ctx, state, entry)
+    dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
     if not reducible:
         body = local + ScopeWriter(ctx, state, params).scope(entry)
         code = _grid_stride(params, ranges, body)
         work = _work(ctx, ranges)
+        strategy = f"grid-stride loop, a thread per element of {dims(params)}"
     elif par:
         code = _register_reduction(ctx, state, entry, outputs, par, red, local)
         work = _work(ctx, [ranges[params.index(p)] for p in par])
-        if work is not None and _contiguous_in_reduced(ctx, state, entry, par, red):
-            work = f"({work}) * warp"
+        if _contiguous_in_reduced(ctx, state, entry, par, red):
+            work = None if work is None else f"({work}) * warp"
+            strategy = f"a warp per output {dims(par)}, lanes over {dims(red)}, shuffle reduction"
+        else:
+            strategy = f"a thread per output {dims(par)}, register reduction over {dims(red)}"
     else:
         code = _grid_reduction(ctx, state, entry, outputs, local)
         work = _work(ctx, ranges)
+        strategy = f"grid-wide reduction over {dims(red)}: warp shuffles, one atomic per warp"
     reads, writes = scope_accesses(ctx, state, entry)
-    return Item(f"map {entry.map.label}", ["{"] + _indent(code) + ["}"], reads, writes, Executor.GRID, work)
+    item = Item(f"map {entry.map.label}", ["{"] + _indent(code) + ["}"], reads, writes, Executor.GRID, work)
+    item.strategy = strategy
+    return item
 
 
 def _register_reduction(ctx, state, entry, outputs, par, red, local) -> list[str]:

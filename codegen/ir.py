@@ -30,6 +30,7 @@ class Item:
     executor: Executor = Executor.GRID
     work: str | None = None
     sync_before: bool = False
+    strategy: str = ""  # how the work is mapped to threads, for `dace-cpufree inspect`
 
 
 @dataclass(eq=False)

@@ -40,6 +40,7 @@ class KernelSource:
     grid_syncs: int  # grid.sync() sites in the kernel text
     items: int  # work items (maps, copies, tasklets)
     dialect: Dialect
+    steps: list = None  # (label, strategy, sync before) per work item, in program order
 
 
 def _pad(lines: list[str], depth: int) -> list[str]:
@@ -163,5 +164,13 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
     code = dialect.translate(code)
     grid_syncs = sum(1 for i in items if i.sync_before)
     assert grid_syncs == syncs
-    work_items = sum(1 for i in items if i.executor != ir.Executor.EVERY)
-    return KernelSource(code, kernel, args, code.count("__grid.sync();"), work_items, dialect)
+    work = [i for i in items if i.executor != ir.Executor.EVERY]
+    steps = [
+        (
+            i.label,
+            i.strategy or ("leader thread" if i.executor == ir.Executor.LEADER else "grid-stride copy"),
+            i.sync_before,
+        )
+        for i in work
+    ]
+    return KernelSource(code, kernel, args, code.count("__grid.sync();"), len(work), dialect, steps)

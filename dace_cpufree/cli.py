@@ -34,7 +34,9 @@ def summary(source) -> str:
         f"work items    : {source.items} (maps, copies, scalar tasklets) fused into it",
         f"grid.sync()   : {source.grid_syncs} site(s) in the kernel text",
         "arguments     : " + ", ".join(f"{a.name} [{a.kind}]" for a in source.args),
+        "steps (in program order; '|' = grid.sync() before):",
     ]
+    lines += [f"  {'|' if sync else ' '} {label}: {strategy}" for label, strategy, sync in source.steps or []]
     return "\n".join(lines)
 
 

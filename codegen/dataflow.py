@@ -86,13 +86,7 @@ class ScopeWriter:
         return lines
 
     def sequential_map(self, entry: nodes.MapEntry) -> list[str]:
-        lines, depth = [], 0
-        for p, (b, e, s) in zip(entry.map.params, entry.map.range):
-            lines.append("    " * depth + f"for ({INDEX_T} {p} = {cexpr(b)}; {p} <= {cexpr(e)}; {p} += {cexpr(s)}) {{")
-            depth += 1
-        lines += _indent(self.scope(entry), depth)
-        lines += ["    " * d + "}" for d in reversed(range(depth))]
-        return lines
+        return _nested_loops(entry.map.params, list(entry.map.range), self.scope(entry))
 
     def tasklet(self, node: nodes.Tasklet) -> list[str]:
         ctx, state = self.ctx, self.state
@@ -136,6 +130,15 @@ class ScopeWriter:
         if memlet.data in self.ctx.local or owns(memlet.subset, self.owned):
             return f"{target} = cpufree::combine<{op}>({target}, {conn});"
         return f"cpufree::atomic_combine<{op}>(&{target}, {conn});"
+
+
+def _nested_loops(params: list[str], ranges: list, body: list[str]) -> list[str]:
+    """Sequential ``for`` loops over ``ranges`` (inclusive ends, DaCe's convention) around ``body``."""
+    lines = []
+    for depth, (p, (b, e, s)) in enumerate(zip(params, ranges)):
+        lines.append("    " * depth + f"for ({INDEX_T} {p} = {cexpr(b)}; {p} <= {cexpr(e)}; {p} += {cexpr(s)}) {{")
+    depth = len(params)
+    return lines + _indent(body, depth) + ["    " * d + "}" for d in reversed(range(depth))]
 
 
 def owns(subset: subsets.Subset, params: list[str]) -> bool:
@@ -238,9 +241,10 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
         work = _work(ctx, ranges)
         strategy = f"grid-stride loop, a thread per element of {dims(params)}"
     elif par:
-        code = _register_reduction(ctx, state, entry, outputs, par, red, local)
+        per_warp = _contiguous_in_reduced(ctx, state, entry, par, red)
+        code = _register_reduction(ctx, state, entry, outputs, par, red, local, per_warp)
         work = _work(ctx, [ranges[params.index(p)] for p in par])
-        if _contiguous_in_reduced(ctx, state, entry, par, red):
+        if per_warp:
             work = None if work is None else f"({work}) * warp"
             strategy = f"a warp per output {dims(par)}, lanes over {dims(red)}, shuffle reduction"
         else:
@@ -250,12 +254,11 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
         work = _work(ctx, ranges)
         strategy = f"grid-wide reduction over {dims(red)}: warp shuffles, one atomic per warp"
     reads, writes = scope_accesses(ctx, state, entry)
-    item = Item(f"map {entry.map.label}", ["{"] + _indent(code) + ["}"], reads, writes, Executor.GRID, work)
-    item.strategy = strategy
-    return item
+    code = ["{"] + _indent(code) + ["}"]
+    return Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy)
 
 
-def _register_reduction(ctx, state, entry, outputs, par, red, local) -> list[str]:
+def _register_reduction(ctx, state, entry, outputs, par, red, local, per_warp: bool) -> list[str]:
     """Outputs indexed by ``par`` only: parallel over ``par``, sequential over ``red`` in registers.
 
     When the reduced parameters index the contiguous dimension of the inputs (a matrix-vector
@@ -263,7 +266,6 @@ def _register_reduction(ctx, state, entry, outputs, par, red, local) -> list[str
     (coalesced), combining with shuffles; otherwise a thread owns each output.
     """
     params, ranges = list(entry.map.params), list(entry.map.range)
-    per_warp = _contiguous_in_reduced(ctx, state, entry, par, red)
     sinks, load, store, combine = {}, [], [], []
     for e in outputs:
         var = ctx.fresh("acc")
@@ -286,11 +288,7 @@ def _register_reduction(ctx, state, entry, outputs, par, red, local) -> list[str
         inner.append(f"for ({INDEX_T} __g = threadIdx.x % warpSize; __g < __nr; __g += warpSize) {{")
         inner += _indent(_decode("__g", red, red_ranges, "r") + body + ["__has = true;"]) + ["}"] + combine
     else:
-        inner, depth = list(load), 0
-        for p, (b, e, s) in zip(red, red_ranges):
-            inner.append("    " * depth + f"for ({INDEX_T} {p} = {cexpr(b)}; {p} <= {cexpr(e)}; {p} += {cexpr(s)}) {{")
-            depth += 1
-        inner += _indent(body, depth) + ["    " * d + "}" for d in reversed(range(depth))] + store
+        inner = load + _nested_loops(red, red_ranges, body) + store
     return _grid_stride(par, [ranges[params.index(p)] for p in par], inner, per_warp=per_warp)
 
 

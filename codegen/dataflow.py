@@ -20,12 +20,14 @@ from dace import dtypes, subsets
 from dace.frontend.operations import detect_reduction_type
 from dace.sdfg import nodes
 from dace.sdfg.state import SDFGState
+from dace_cpufree.transformations.schedule_threads import contiguous_param
 
 from dace_cpufree.errors import NotPersistableError
 
 from .context import KernelContext
 from .expressions import INDEX_T, cexpr, range_extents, tasklet_code
 from .ir import Executor, Item
+from .tiles import MAX_FUSED, tiled_map, tiled_reduction
 
 _WCR_OPS = {
     dtypes.ReductionType.Sum: "Sum",
@@ -235,7 +237,10 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     )
     local = _locals(ctx, state, entry)
     dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
-    if not reducible:
+    scheduled = _scheduled_map(ctx, state, entry, outputs, par, red, bool(reducible), local)
+    if scheduled is not None:
+        code, work, strategy = scheduled
+    elif not reducible:
         body = local + ScopeWriter(ctx, state, params).scope(entry)
         code = _grid_stride(params, ranges, body)
         work = _work(ctx, ranges)
@@ -256,6 +261,99 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     reads, writes = scope_accesses(ctx, state, entry)
     code = ["{"] + _indent(code) + ["}"]
     return Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy)
+
+
+def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local):
+    """A map that :class:`ScheduleThreads` gave a tile size, as tile-mapped loops.
+
+    Returns ``(code, work, strategy)``, or ``None`` when the map keeps the plain grid-stride loop:
+    no tile size (scheduler off), a one-dimensional parallel space whose contiguous dimension is
+    not reduced (one grid-stride loop is already ideal there), or a full reduction.
+    """
+    size = entry.map.gpu_block_size
+    if not size:
+        return None
+    tile = int(size[0])
+    params, ranges = list(entry.map.params), list(entry.map.range)
+    rng = dict(zip(params, ranges))
+    space = par if reducible else params
+    if not space:
+        return None
+    contiguous = contiguous_param(state, entry)
+    if contiguous is None:
+        return None
+    tile_txt = f"tiles of {tile}" if tile else "tiles sized at run time to the contiguous extent"
+    dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
+
+    def layout(outer):
+        fused, seq = outer[-MAX_FUSED:], outer[:-MAX_FUSED] if len(outer) > MAX_FUSED else []
+        text = f"tile-stride loop over fused {dims(fused)}" if fused else "one tile"
+        return text + (f", sequential {dims(seq)}" if seq else "")
+
+    if reducible and contiguous in red:
+        sinks, prologue, epilogue = {}, [], []
+        for e in outputs:
+            var = ctx.fresh("acc")
+            op = wcr_op(e.data.wcr)
+            ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
+            target = ctx.access(e.data.data, e.data.subset)
+            sinks[(e.src, e.src_conn)] = (var, op, None)
+            prologue.append(f"{ctype} {var} = cpufree::identity<{op}, {ctype}>();")
+            epilogue.append(f"{var} = cpufree::tile_reduce<{op}>(__tile, {var});")
+            epilogue.append(f"if (__tile.thread_rank() == 0) {target} = cpufree::combine<{op}>({target}, {var});")
+        body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
+        red_order = [p for p in red if p != contiguous] + [contiguous]
+        code, want = tiled_reduction(
+            par,
+            [rng[p] for p in par],
+            red_order,
+            [rng[p] for p in red_order],
+            contiguous,
+            tile,
+            prologue,
+            body,
+            epilogue,
+        )
+        strategy = (
+            f"{tile_txt}, a tile per output {dims(par)} ({layout(par)}), lanes over {dims(red_order)}, tile reduction"
+        )
+        outer_work = _work(ctx, [rng[p] for p in par[-MAX_FUSED:]])
+        work_ranges = [rng[p] for p in par[-MAX_FUSED:]] + [rng[contiguous]]
+    elif len(space) >= 2 and contiguous in space:
+        if reducible:
+            code_inner = _register_reduction_body(ctx, state, entry, outputs, par, red, local)
+            what = f", register reduction over {dims(red)}"
+        else:
+            code_inner = local + ScopeWriter(ctx, state, params).scope(entry)
+            what = ""
+        code, want = tiled_map(space, [rng[p] for p in space], contiguous, tile, code_inner)
+        outer = [p for p in space if p != contiguous]
+        strategy = f"{tile_txt}, lanes over {contiguous}, {layout(outer)}{what}"
+        outer_work = _work(ctx, [rng[p] for p in outer[-MAX_FUSED:]])
+        work_ranges = [rng[p] for p in outer[-MAX_FUSED:]] + [rng[contiguous]]
+    else:
+        return None
+    known = _work(ctx, work_ranges)
+    work = None
+    if known is not None and outer_work is not None:
+        lanes = str(tile) if tile else f"cpufree::pow2_at_least({range_extents(subsets.Range([rng[contiguous]]))[0]})"
+        work = f"({outer_work}) * ({lanes})"
+    return code, work, strategy
+
+
+def _register_reduction_body(ctx, state, entry, outputs, par, red, local) -> list[str]:
+    """Per output: load into registers, reduce sequentially over ``red``, store."""
+    params, ranges = list(entry.map.params), list(entry.map.range)
+    sinks, load, store = {}, [], []
+    for e in outputs:
+        var = ctx.fresh("acc")
+        target = ctx.access(e.data.data, e.data.subset)
+        ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
+        sinks[(e.src, e.src_conn)] = (var, wcr_op(e.data.wcr), None)
+        load.append(f"{ctype} {var} = {target};")
+        store.append(f"{target} = {var};")
+    body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
+    return load + _nested_loops(red, [ranges[params.index(p)] for p in red], body) + store
 
 
 def _register_reduction(ctx, state, entry, outputs, par, red, local, per_warp: bool) -> list[str]:
@@ -348,10 +446,36 @@ def scope_accesses(ctx: KernelContext, state: SDFGState, node) -> tuple[frozense
 
 
 def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> Item:
-    """A tasklet outside any map: scalar work done by the leader thread."""
+    """A tasklet outside any map: scalar work done by the leader thread.
+
+    A library expansion may ask for other executors through the tasklet's ``location``:
+    ``cpufree_executor`` = ``"block"`` (all threads of one block, for block-cooperative calls) or
+    ``"thread"`` (thread 0 of one block), on block ``cpufree_block`` modulo the grid size. Block-wide
+    items are fenced by block barriers so that program order holds within the block.
+    """
     code = ScopeWriter(ctx, state, []).tasklet(node)
     reads, writes = scope_accesses(ctx, state, node)
-    return Item(f"tasklet {node.label}", ["if (__tid == 0) {"] + _indent(code) + ["}"], reads, writes, Executor.LEADER)
+    location = node.location or {}
+    kind = str(location.get("cpufree_executor", "leader"))
+    block = int(str(location.get("cpufree_block", 0)))
+    if kind == "leader" and block == 0:
+        return Item(
+            f"tasklet {node.label}", ["if (__tid == 0) {"] + _indent(code) + ["}"], reads, writes, Executor.LEADER
+        )
+    on_block = f"blockIdx.x == {block} % gridDim.x"
+    if kind == "block":
+        code = [f"if ({on_block}) {{", "    __syncthreads();"] + _indent(code) + ["    __syncthreads();", "}"]
+        strategy = f"all threads of block {block} (modulo the grid)"
+        executor = Executor.BLOCK
+    elif kind in ("thread", "leader"):
+        code = [f"if ({on_block} && threadIdx.x == 0) {{"] + _indent(code) + ["}"]
+        strategy = f"thread 0 of block {block} (modulo the grid)"
+        executor = Executor.THREAD
+    else:
+        raise NotPersistableError(
+            f"tasklet '{node.label}' asks for executor '{kind}'. Fix: use 'block', 'thread' or 'leader'."
+        )
+    return Item(f"tasklet {node.label}", code, reads, writes, executor, strategy=strategy, block=block)
 
 
 def _copy_ends(state: SDFGState, edge) -> tuple[str, subsets.Subset, str, subsets.Subset]:

@@ -90,6 +90,8 @@ extern "C" int cpufree_run({params}) {{
     int warp = 1;
     CPUFREE_CHECK(cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev));
     block = block < warp ? warp : block - block % warp;  // whole warps: warp reductions shuffle full warps
+    if (cpufree_state.block <= 0)  // a power of two, so that every power-of-two tile up to it divides it
+        while (block & (block - 1)) block &= block - 1;
     CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {kernel}, block, 0));
     if (per_sm < 1)
         return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "

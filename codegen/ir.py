@@ -17,6 +17,8 @@ class Executor(Enum):
     GRID = "grid"  # work distributed over all threads (a map, a copy)
     LEADER = "leader"  # thread 0 of block 0 alone (a scalar tasklet)
     EVERY = "every"  # every thread redundantly (control flow reading device data)
+    BLOCK = "block"  # every thread of one block (``Item.block``): block-cooperative library calls
+    THREAD = "thread"  # thread 0 of one block (``Item.block``)
 
 
 @dataclass(eq=False)
@@ -31,6 +33,7 @@ class Item:
     work: str | None = None
     sync_before: bool = False
     strategy: str = ""  # how the work is mapped to threads, for `dace-cpufree inspect`
+    block: int = 0  # the block (modulo the grid) that runs a BLOCK or THREAD item; the leader's is 0
 
 
 @dataclass(eq=False)

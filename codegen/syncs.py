@@ -3,8 +3,9 @@
 A forward data-flow analysis over the kernel IR. The state is the set of accesses to device
 memory made since the last grid synchronisation, as ``(container, mode, executor)``. Before an
 item, a synchronisation is needed if the item conflicts with a pending access: read-after-write,
-write-after-read or write-after-write on the same container, unless both sides run on the same
-single thread (the leader), whose program order already orders them. After a synchronisation the
+write-after-read or write-after-write on the same container, unless both sides run within the same
+block (the leader thread, one thread or all threads of one block), where program order and the block
+barriers around block-wide items already order them. After a synchronisation the
 pending set holds the item's own accesses only. Loops and unstructured regions iterate to a fixed
 point; the decisions only ever add synchronisations, so the iteration terminates.
 """
@@ -14,24 +15,28 @@ from __future__ import annotations
 from . import ir
 from .ir import Executor
 
-Pending = frozenset  # frozenset[tuple[str, str, Executor]]
+Pending = frozenset  # frozenset[tuple[str, str, Executor, int]]
+
+# Items confined to one block: among those on the same block, program order (and the block barriers
+# around BLOCK items) already orders the accesses.
+_IN_ONE_BLOCK = (Executor.LEADER, Executor.THREAD, Executor.BLOCK)
 
 
 def _accesses(item: ir.Item) -> Pending:
-    acc = {(name, "R", item.executor) for name in item.reads}
-    acc |= {(name, "W", item.executor) for name in item.writes}
+    acc = {(name, "R", item.executor, item.block) for name in item.reads}
+    acc |= {(name, "W", item.executor, item.block) for name in item.writes}
     return frozenset(acc)
 
 
 def conflicts(pending: Pending, item: ir.Item) -> bool:
     """Whether ``item`` may touch memory that another thread touched since the last sync."""
-    for name, mode, executor in pending:
+    for name, mode, executor, block in pending:
         if name not in item.reads and name not in item.writes:
             continue
         if mode == "R" and name not in item.writes:
             continue  # read after read
-        if executor == item.executor == Executor.LEADER:
-            continue  # same thread, program order
+        if executor in _IN_ONE_BLOCK and item.executor in _IN_ONE_BLOCK and block == item.block:
+            continue  # same block: program order and block barriers
         return True
     return False
 

@@ -9,7 +9,7 @@ import dace
 from dace_cpufree.codegen import DIALECTS, KernelSource, generate
 from dace_cpufree.errors import CpufreeError, LaunchError
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
-from dace_cpufree.transformations import FusePersistentKernel
+from dace_cpufree.transformations import FusePersistentKernel, ScheduleThreads
 
 
 def _to_sdfg(program_or_sdfg) -> dace.SDFG:
@@ -23,35 +23,71 @@ def _to_sdfg(program_or_sdfg) -> dace.SDFG:
     )
 
 
-def persistent_sdfg(program_or_sdfg) -> dace.SDFG:
+def persistent_sdfg(
+    program_or_sdfg,
+    scheduler: bool = True,
+    tile_sizes: dict[str, int] | None = None,
+    symbols: dict[str, int] | None = None,
+) -> dace.SDFG:
     """The SDFG of a program, transformed to run as one persistent cooperative kernel.
+
+    :param scheduler: map steps onto tiles of the grid (:class:`ScheduleThreads`); ``False`` keeps
+                      every map a plain grid-stride loop over the whole grid.
+    :param tile_sizes: tile size per map label, overriding the scheduler's choice (``-1``: plain loop).
+    :param symbols: values of size symbols to compile in as constants : extents
+                    become known, so tile sizes are chosen at compile time instead of at run time.
+                    (The symbols are replaced by the values throughout the SDFG.)
 
     The input is not modified. Raises :class:`NotPersistableError` naming what cannot be made persistent.
     """
     sdfg = _to_sdfg(program_or_sdfg)
+    if symbols:
+        unknown = sorted(set(symbols) - set(map(str, sdfg.free_symbols)))
+        if unknown:
+            raise CpufreeError(
+                f"symbols {', '.join(unknown)} are not free symbols of '{sdfg.name}'. "
+                f"Fix: specialize some of {', '.join(sorted(map(str, sdfg.free_symbols)))}."
+            )
+        sdfg.replace_dict({k: int(v) for k, v in symbols.items()})
+        for k in symbols:
+            if k in sdfg.symbols:
+                sdfg.remove_symbol(k)
     FusePersistentKernel().apply_pass(sdfg, {})
+    ScheduleThreads(tile_sizes=tile_sizes, enabled=scheduler).apply_pass(sdfg, {})
     sdfg.validate()
     return sdfg
 
 
-def kernel_source(program_or_sdfg, backend: str = "cuda") -> KernelSource:
-    """The generated source and the facts about it (kernel name, arguments, grid syncs)."""
+def kernel_source(program_or_sdfg, backend: str = "cuda", **options) -> KernelSource:
+    """The generated source and the facts about it (kernel name, arguments, grid syncs).
+
+    ``options`` are those of :func:`persistent_sdfg` (``scheduler``, ``tile_sizes``, ``symbols``).
+    """
     dialect = DIALECTS["cuda" if backend == "emulate" else backend]
-    return generate(persistent_sdfg(program_or_sdfg), dialect)
+    return generate(persistent_sdfg(program_or_sdfg, **options), dialect)
 
 
-def generate_code(program_or_sdfg, backend: str = "cuda") -> str:
+def generate_code(program_or_sdfg, backend: str = "cuda", **options) -> str:
     """The device code (kernel and host launcher) of a program, for ``backend`` ``"cuda"`` or ``"hip"``."""
     if backend not in DIALECTS:
         raise CpufreeError(f"unknown backend '{backend}'. Fix: use one of {', '.join(DIALECTS)}.")
-    return kernel_source(program_or_sdfg, backend).code
+    return kernel_source(program_or_sdfg, backend, **options).code
 
 
-def compile(program_or_sdfg, backend: str = "cuda") -> PersistentProgram:  # noqa: A001 - the API's name
+def compile(  # noqa: A001 - the API's name
+    program_or_sdfg,
+    backend: str = "cuda",
+    scheduler: bool = True,
+    tile_sizes: dict[str, int] | None = None,
+    symbols: dict[str, int] | None = None,
+) -> PersistentProgram:
     """Compiles a program into a callable that runs it as one persistent kernel.
 
     :param backend: ``"cuda"`` (NVIDIA GPUs), ``"hip"`` (AMD GPUs) or ``"emulate"``: the same CUDA
                     text built for the host and run by one thread, to test the generator without a GPU.
+    :param scheduler: map steps onto tiles of the grid (default); ``False``: plain grid-stride loops.
+    :param tile_sizes: tile size per map label, overriding the scheduler's choice.
+    :param symbols: size symbols to compile in as constants (static tile sizes).
     """
     if backend not in BACKENDS:
         raise CpufreeError(f"unknown backend '{backend}'. Fix: use one of {', '.join(BACKENDS)}.")
@@ -60,7 +96,7 @@ def compile(program_or_sdfg, backend: str = "cuda") -> PersistentProgram:  # noq
             "no NVIDIA GPU is visible to this process. Fix: run on a GPU machine, or use "
             "backend='emulate' to run the generated kernel on the host."
         )
-    sdfg = persistent_sdfg(program_or_sdfg)
+    sdfg = persistent_sdfg(program_or_sdfg, scheduler=scheduler, tile_sizes=tile_sizes, symbols=symbols)
     source = generate(sdfg, DIALECTS["cuda" if backend == "emulate" else backend])
     library = build(source.code, sdfg.name, backend)
     return PersistentProgram(sdfg, source, library, backend)

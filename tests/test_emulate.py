@@ -8,12 +8,39 @@ import pytest
 import dace_cpufree
 from npbench_runs.kernels import KERNELS
 
+# Kernels the compiler does not handle yet: expected to fail with exactly this error (strict, so the
+# mark has to go as soon as they pass). Reproduction: /tmp/repro_<name>.py at the time of writing.
+KNOWN_FAILURES = {
+    "syr2k": (
+        "NotPersistableError: nested SDFG '_MatMult_gemv' in 'BinOp_19_0' could not be inlined into the kernel "
+        "(matrix-vector product on loop-dependent slices A[:i+1, :] @ B[i, :] inside a for loop)"
+    ),
+}
 
-def check_against_numpy(module, backend: str, preset: str, configure=None, to_device=None, to_host=None):
-    args = module.initialize(**module.PRESETS[preset])
+
+def kernel_params():
+    """sorted(KERNELS), the ones in KNOWN_FAILURES marked strict xfail (raising NotPersistableError)."""
+    return [
+        pytest.param(
+            name,
+            marks=pytest.mark.xfail(reason=KNOWN_FAILURES[name], raises=dace_cpufree.NotPersistableError, strict=True),
+        )
+        if name in KNOWN_FAILURES
+        else name
+        for name in sorted(KERNELS)
+    ]
+
+
+def check_against_numpy(
+    module, backend: str, preset: str | dict, configure=None, to_device=None, to_host=None, options=None, dtype=None
+):
+    """Runs ``module.program`` compiled for ``backend`` (``options``: keywords of ``dace_cpufree.compile``)
+    on the inputs of ``preset`` (a name or the sizes) and compares with the NumPy reference."""
+    sizes = module.PRESETS[preset] if isinstance(preset, str) else preset
+    args = module.initialize(**sizes) if dtype is None else module.initialize(**sizes, datatype=dtype)
     ref = copy.deepcopy(args)
     want_ret = module.reference(**ref)
-    prog = dace_cpufree.compile(module.program, backend=backend)
+    prog = dace_cpufree.compile(module.program, backend=backend, **(options or {}))
     if configure:
         prog.configure(**configure)
     got = copy.deepcopy(args) if to_device is None else to_device(args)
@@ -26,6 +53,6 @@ def check_against_numpy(module, backend: str, preset: str, configure=None, to_de
     return prog
 
 
-@pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.parametrize("name", kernel_params())
 def test_program_matches_numpy_in_emulation(name):
     check_against_numpy(KERNELS[name], "emulate", "test")

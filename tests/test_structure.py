@@ -63,8 +63,8 @@ def test_one_kernel_launched_once_cooperatively():
     assert "cudaDevAttrMultiProcessorCount" in launcher
 
 
-def test_grid_stride_loop_over_whole_grid():
-    code = dace_cpufree.generate_code(KERNELS["jacobi_2d"].program)
+def test_grid_stride_loop_over_whole_grid_without_scheduler():
+    code = dace_cpufree.generate_code(KERNELS["jacobi_2d"].program, scheduler=False)
     assert "for (long long __f = __tid; __f < __n; __f += __nthreads)" in code
 
 
@@ -100,9 +100,9 @@ def test_restrict_only_on_arrays_the_kernel_never_writes():
     assert "int64_t * it" in head and "double * x" in head  # written: no __restrict__
 
 
-def test_matrix_vector_rows_use_a_warp_per_output():
+def test_matrix_vector_rows_use_a_warp_per_output_without_scheduler():
     """A @ x reduces over the contiguous axis: lanes stride over a row, shuffles combine."""
-    code = dace_cpufree.generate_code(KERNELS["atax"].program)
+    code = dace_cpufree.generate_code(KERNELS["atax"].program, scheduler=False)
     assert "for (long long __f = __tid / warpSize; __f < __n; __f += __nthreads / warpSize)" in code
     assert "cpufree::warp_reduce<cpufree::Op::Sum>" in code
 

@@ -3,5 +3,12 @@
 from .expand_libraries import ExpandLibraryNodesToDataflow
 from .fuse_persistent import FusePersistentKernel, check_persistable
 from .schedule import PERSISTENT_SCHEDULE
+from .schedule_threads import ScheduleThreads
 
-__all__ = ["ExpandLibraryNodesToDataflow", "FusePersistentKernel", "PERSISTENT_SCHEDULE", "check_persistable"]
+__all__ = [
+    "ExpandLibraryNodesToDataflow",
+    "FusePersistentKernel",
+    "PERSISTENT_SCHEDULE",
+    "ScheduleThreads",
+    "check_persistable",
+]

@@ -24,11 +24,26 @@ struct dim3 {
 static const dim3 threadIdx(0, 0, 0), blockIdx(0, 0, 0), blockDim(1, 1, 1), gridDim(1, 1, 1);
 static const int warpSize = 1;
 
+inline void __syncthreads() {}
+
 namespace cooperative_groups {
 struct grid_group {
     void sync() const {}
 };
 inline grid_group this_grid() { return {}; }
+struct thread_block {
+    void sync() const {}
+};
+inline thread_block this_thread_block() { return {}; }
+// A tile of the one emulated thread: whatever size was asked for, it holds one thread.
+template <unsigned int Size> struct thread_block_tile {
+    static constexpr unsigned long long num_threads() { return 1; }
+    static constexpr unsigned long long thread_rank() { return 0; }
+    static constexpr unsigned long long meta_group_size() { return 1; }
+    static constexpr unsigned long long meta_group_rank() { return 0; }
+    void sync() const {}
+};
+template <unsigned int Size> inline thread_block_tile<Size> tiled_partition(const thread_block &) { return {}; }
 }  // namespace cooperative_groups
 
 typedef int cudaError_t;

@@ -18,6 +18,7 @@
 #else
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
 #define CPUFREE_LAUNCH_COOPERATIVE(kernel, grid, block, args, smem, stream) \
     cudaLaunchCooperativeKernel((const void *)(kernel), grid, block, args, smem, stream)
 #endif
@@ -115,6 +116,69 @@ template <Op op, typename T> __device__ inline bool warp_reduce(T &val, bool has
 // warp reaches memory instead of one per thread (contention on one address was the bottleneck).
 template <Op op, typename T> __device__ inline void warp_atomic_combine(T *ptr, T val, bool has) {
     if (warp_reduce<op>(val, has) && threadIdx.x % warpSize == 0) atomic_combine<op>(ptr, val);
+}
+
+// Identity element of a reduction operator (the start of a tile lane's partial).
+template <Op op, typename T> __host__ __device__ constexpr T identity() {
+    if constexpr (op == Op::Sum) return T(0);
+    else if constexpr (op == Op::Product) return T(1);
+    else if constexpr (op == Op::Min) {
+        if constexpr (T(0.5) != T(0)) return T(INFINITY);
+        else if constexpr (sizeof(T) == 8) return T(LLONG_MAX);
+        else return T(INT_MAX);
+    } else {
+        if constexpr (T(0.5) != T(0)) return T(-INFINITY);
+        else if constexpr (sizeof(T) == 8) return T(LLONG_MIN);
+        else return T(INT_MIN);
+    }
+}
+
+template <Op op> struct Combine {
+    template <typename T> __host__ __device__ T operator()(T a, T b) const { return combine<op>(a, b); }
+};
+
+// Thread scheduler support. A step partitions each block into tiles of a power-of-two size and
+// strides the tiles over its fused outer loop; lanes of a tile cover the contiguous dimension.
+
+// Smallest power of two >= extent (1 for an empty extent): the tile a contiguous extent asks for.
+__host__ __device__ inline long long pow2_at_least(long long extent) {
+    long long t = 1;
+    while (t < extent) t *= 2;
+    return t;
+}
+
+// Calls f(tile) with the largest static tile size <= Size that `want` reaches and that divides the
+// block (the launcher makes blocks a power of two, so normally Size itself); below 32 lanes the
+// tile is the size asked for. All threads of the block call it together.
+template <unsigned int Size, typename F> __device__ inline void with_tile(long long want, F &&f) {
+#if defined(CPUFREE_EMULATE)
+    (void)want;
+    f(cg::tiled_partition<Size>(cg::this_thread_block()));
+#else
+    if constexpr (Size > 32) {
+        if (want >= (long long)Size && blockDim.x % Size == 0) {
+            f(cg::tiled_partition<Size>(cg::this_thread_block()));
+            return;
+        }
+        with_tile<Size / 2>(want, f);
+    } else {
+        f(cg::tiled_partition<Size>(cg::this_thread_block()));
+    }
+#endif
+}
+
+// Reduction of one value per lane across a tile; every lane gets the result.
+template <Op op, typename Tile, typename T> __device__ inline T tile_reduce(const Tile &tile, T val) {
+#if defined(CPUFREE_EMULATE)
+    (void)tile;
+    return val;
+#elif defined(__HIPCC__)
+    for (unsigned int offset = tile.num_threads() / 2; offset > 0; offset /= 2)
+        val = combine<op>(val, tile.shfl_xor(val, offset));
+    return val;
+#else
+    return cg::reduce(tile, val, Combine<op>());
+#endif
 }
 
 }  // namespace cpufree

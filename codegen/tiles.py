@@ -1,0 +1,121 @@
+"""Tile-mapped loops: how a scheduled step runs on the fixed cooperative grid.
+
+The kernel's blocks are split into tiles of ``T`` threads (``cooperative_groups::tiled_partition``,
+``T`` static when the pass :class:`~dace_cpufree.transformations.ScheduleThreads` could choose it at
+compile time, else picked at run time by ``cpufree::with_tile`` as the power of two covering the
+contiguous extent). The lanes of a tile cover the contiguous dimension; the tiles stride over one
+loop that fuses up to three outer dimensions, whose indices are decoded once per iteration; outer
+dimensions beyond three run as sequential loops around it.
+"""
+
+from __future__ import annotations
+
+from .expressions import INDEX_T, cexpr, range_extents
+
+MAX_FUSED = 3
+
+
+def _indent(lines: list[str], n: int = 1) -> list[str]:
+    return ["    " * n + line for line in lines]
+
+
+def _extent_decls(params, ranges, tag: str) -> list[str]:
+    from dace import subsets
+
+    extents = range_extents(subsets.Range(list(ranges)))
+    return [f"const {INDEX_T} __x{tag}_{p} = {e};" for p, e in zip(params, extents)]
+
+
+def _for(p: str, rng) -> str:
+    b, e, s = rng
+    return f"for ({INDEX_T} {p} = {cexpr(b)}; {p} <= {cexpr(e)}; {p} += {cexpr(s)}) {{"
+
+
+def _decode_fused(params, ranges, tag: str) -> list[str]:
+    """Indices of the fused outer parameters from ``__o{tag}``, last parameter fastest."""
+    lines = [f"{INDEX_T} __q{tag} = __o{tag};"]
+    for k in reversed(range(len(params))):
+        p, (b, _, s) = params[k], ranges[k]
+        digit = f"__q{tag}" if k == 0 else f"(__q{tag} % __x{tag}_{p})"
+        lines.append(f"const {INDEX_T} {p} = {cexpr(b)} + {digit} * ({cexpr(s)});")
+        if k > 0:
+            lines.append(f"__q{tag} /= __x{tag}_{p};")
+    return lines
+
+
+def _tile_stride(outer, outer_ranges, tag: str, inner: list[str]) -> list[str]:
+    """Sequential loops over the outer dimensions beyond three, around the tile-stride loop that
+    fuses the (up to three) innermost outer dimensions."""
+    seq, fused = outer[:-MAX_FUSED] if len(outer) > MAX_FUSED else [], outer[-MAX_FUSED:]
+    seq_ranges = outer_ranges[: len(seq)]
+    fused_ranges = outer_ranges[len(seq) :]
+    count = " * ".join(f"__x{tag}_{p}" for p in fused) or "1"
+    loop = [
+        f"const {INDEX_T} __tiles{tag} = (long long)gridDim.x * __tile.meta_group_size();",
+        f"for ({INDEX_T} __o{tag} = (long long)blockIdx.x * __tile.meta_group_size() + __tile.meta_group_rank(); "
+        f"__o{tag} < {count}; __o{tag} += __tiles{tag}) {{",
+    ]
+    loop += _indent((_decode_fused(fused, fused_ranges, tag) if fused else []) + inner) + ["}"]
+    for p, rng in reversed(list(zip(seq, seq_ranges))):
+        loop = [_for(p, rng)] + _indent(loop) + ["}"]
+    return loop
+
+
+def with_tile(tile: int, want: str, body: list[str]) -> list[str]:
+    """``body`` run by every thread with ``__tile`` bound to its tile.
+
+    A static tile partitions the block directly (blocks are whole warps, and a power of two when
+    the launcher picks them; a block the tile does not divide gets the largest power of two that
+    does); a symbolic one is picked at run time among the powers of two up to 1024.
+    """
+    lines = ["auto __step = [&](auto __tile) {"] + _indent(body) + ["};"]
+    if not tile:
+        return lines + [f"cpufree::with_tile<1024>({want}, __step);"]
+    partition = f"__step(cg::tiled_partition<{tile}>(cg::this_thread_block()));"
+    if tile <= 32:
+        return lines + [partition]
+    return lines + [
+        f"if (blockDim.x % {tile} == 0) {partition}",
+        f"else cpufree::with_tile<{tile // 2}>({tile}, __step);",
+    ]
+
+
+def tiled_map(params, ranges, contiguous: str, tile: int, body: list[str], tag: str = "") -> tuple[list[str], str]:
+    """A map (or the parallel part of one) whose lanes cover ``contiguous``; returns code and the
+    host-side expression of the threads it can use (``None`` if not known)."""
+    k = params.index(contiguous)
+    outer = [p for p in params if p != contiguous]
+    outer_ranges = [r for p, r in zip(params, ranges) if p != contiguous]
+    b, _, s = ranges[k]
+    lanes = [
+        f"for ({INDEX_T} __l{tag} = __tile.thread_rank(); __l{tag} < __x{tag}_{contiguous}; "
+        f"__l{tag} += __tile.num_threads()) {{",
+        f"    const {INDEX_T} {contiguous} = {cexpr(b)} + __l{tag} * ({cexpr(s)});",
+    ]
+    lanes += _indent(body) + ["}"]
+    want = str(tile) if tile else f"cpufree::pow2_at_least(__x{tag}_{contiguous})"
+    code = _extent_decls(params, ranges, tag) + with_tile(tile, want, _tile_stride(outer, outer_ranges, tag, lanes))
+    return code, want
+
+
+def tiled_reduction(
+    par, par_ranges, red, red_ranges, contiguous: str, tile: int, prologue, body, epilogue, tag: str = ""
+) -> tuple[list[str], str]:
+    """A tile per output (``par``); its lanes stride over the reduced space (``red``, flattened, the
+    last parameter fastest) and combine with a tile reduction. ``prologue``/``epilogue`` run per
+    output, around the lane loop."""
+    flat = " * ".join(f"__x{tag}_{p}" for p in red)
+    lines = [f"for ({INDEX_T} __l{tag} = __tile.thread_rank(); __l{tag} < {flat}; __l{tag} += __tile.num_threads()) {{"]
+    decode = [f"{INDEX_T} __m{tag} = __l{tag};"]
+    for k in reversed(range(len(red))):
+        p, (b, _, s) = red[k], red_ranges[k]
+        digit = f"__m{tag}" if k == 0 else f"(__m{tag} % __x{tag}_{p})"
+        decode.append(f"const {INDEX_T} {p} = {cexpr(b)} + {digit} * ({cexpr(s)});")
+        if k > 0:
+            decode.append(f"__m{tag} /= __x{tag}_{p};")
+    lines += _indent(decode + body) + ["}"]
+    inner = list(prologue) + lines + list(epilogue)
+    want = str(tile) if tile else f"cpufree::pow2_at_least(__x{tag}_{contiguous})"
+    code = _extent_decls(list(par) + list(red), list(par_ranges) + list(red_ranges), tag)
+    code += with_tile(tile, want, _tile_stride(list(par), list(par_ranges), tag, inner))
+    return code, want

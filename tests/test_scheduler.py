@@ -1,0 +1,177 @@
+"""CPU tests of the thread scheduler: loop structure, tile sizes, tile reductions, results, nvcc.
+
+The scheduler (``ScheduleThreads``) gives each step a tile size; the generator partitions blocks
+into tiles (``cg::tiled_partition<T>``), maps the contiguous dimension to the lanes of a tile and
+fuses up to three outer dimensions into one tile-stride loop.
+"""
+
+import re
+import types
+
+import dace
+import numpy as np
+import pytest
+from test_emulate import check_against_numpy
+
+import dace_cpufree
+from dace_cpufree.errors import CpufreeError
+from dace_cpufree.runtime import build
+from npbench_runs.kernels import KERNELS
+
+N, M, K, L, P = (dace.symbol(s) for s in "NMKLP")
+
+
+@dace.program
+def scale_2d(A: dace.float64[N, M], B: dace.float64[N, M]):
+    B[:] = 2.0 * A
+
+
+@dace.program
+def scale_5d(A: dace.float64[N, M, K, L, P], B: dace.float64[N, M, K, L, P]):
+    B[:] = A + 1.0
+
+
+@dace.program
+def softmax_f64(x: dace.float64[N, M, K, K]):
+    tmp_max = np.max(x, axis=-1)
+    tmp_out = np.exp(x - tmp_max[:, :, :, np.newaxis])
+    tmp_sum = np.sum(tmp_out, axis=-1)
+    return tmp_out / tmp_sum[:, :, :, np.newaxis]
+
+
+SOFTMAX_PAPER = dict(N=64, H=16, SM=512)
+
+
+def _kernel(code: str) -> str:
+    return code[: code.index("// ---- host launcher")]
+
+
+def _tiles(code: str) -> set[int]:
+    return {int(t) for t in re.findall(r"cg::tiled_partition<(\d+)>", _kernel(code))}
+
+
+def test_softmax_4d_rows_get_512_thread_tiles_and_tile_reductions():
+    src = dace_cpufree.kernel_source(KERNELS["softmax"].program, symbols=SOFTMAX_PAPER)
+    kernel = _kernel(src.code)
+    assert _tiles(src.code) == {512}
+    # max and sum over the last axis: one tile per row, combined by a tile reduction, no atomics
+    assert "cpufree::tile_reduce<cpufree::Op::Max>(__tile" in kernel
+    assert "cpufree::tile_reduce<cpufree::Op::Sum>(__tile" in kernel
+    assert "atomic" not in kernel and "warp_reduce" not in kernel
+    # the three outer dimensions fused into one tile-stride loop, decoded once per iteration
+    assert "__o < __x__o0 * __x__o1 * __x__o2; __o += __tiles" in kernel  # a tile per row (max, sum)
+    assert "__o < __x___i0 * __x___i1 * __x___i2; __o += __tiles" in kernel  # element-wise steps
+    assert "const long long __x__o2 = cpufree::max_<long long>(0, 512);" in kernel
+    assert "for (long long __l = __tile.thread_rank(); __l < " in kernel
+    strategies = [s for _, s, _ in src.steps]
+    assert any("tiles of 512" in s and "tile reduction" in s for s in strategies)
+
+
+def test_heat_3d_fuses_two_outer_dimensions_and_tiles_the_contiguous_one():
+    src = dace_cpufree.kernel_source(KERNELS["heat_3d"].program, symbols={"N": 40})
+    kernel = _kernel(src.code)
+    assert _tiles(src.code) == {64}  # 38 interior points: the power of two covering them
+    assert re.search(r"__o < __x___i0 \* __x___i1; __o \+= __tiles", kernel)
+    assert all("tile-stride loop over fused (__i0, __i1)" in s for _, s, _ in src.steps)
+
+
+def test_2d_map_symbolic_extent_picks_the_tile_at_run_time():
+    code = _kernel(dace_cpufree.generate_code(scale_2d))
+    assert "cpufree::with_tile<1024>(cpufree::pow2_at_least(__x___i1), __step);" in code
+    static = _kernel(dace_cpufree.generate_code(scale_2d, symbols={"M": 100}))
+    assert "cg::tiled_partition<128>" in static
+    assert "else cpufree::with_tile<64>(128, __step);" in static  # a block that 128 does not divide
+
+
+def test_more_than_three_outer_dimensions_run_sequentially_outside_the_fused_loop():
+    src = dace_cpufree.kernel_source(scale_5d)
+    kernel = _kernel(src.code)
+    seq = kernel.index("for (long long __i0 = 0;")
+    fused = kernel.index("__o < __x___i1 * __x___i2 * __x___i3;")
+    assert seq < fused
+    assert "sequential (__i0)" in src.steps[0][1]
+
+
+def test_tile_size_override_and_its_errors():
+    label = dace_cpufree.kernel_source(scale_2d).steps[0][0].removeprefix("map ")
+    code = dace_cpufree.generate_code(scale_2d, symbols={"M": 100}, tile_sizes={label: 32})
+    assert _tiles(code) == {32}
+    plain = dace_cpufree.generate_code(scale_2d, tile_sizes={label: -1})
+    assert "tiled_partition" not in plain and "with_tile" not in plain
+    with pytest.raises(CpufreeError, match="not a power of two"):
+        dace_cpufree.generate_code(scale_2d, tile_sizes={label: 48})
+    with pytest.raises(CpufreeError, match="does not have: nope"):
+        dace_cpufree.generate_code(scale_2d, tile_sizes={"nope": 64})
+
+
+def test_scheduler_off_is_the_plain_grid_stride_code():
+    code = _kernel(dace_cpufree.generate_code(KERNELS["softmax"].program, scheduler=False))
+    assert "with_tile" not in code and "__f += __nthreads / warpSize" in code
+
+
+def test_one_dimensional_maps_keep_one_grid_stride_loop():
+    src = dace_cpufree.kernel_source(KERNELS["jacobi_1d"].program)
+    assert all("grid-stride loop" in s for _, s, _ in src.steps)
+
+
+def test_gemm_register_reduction_is_tiled_over_the_output_rows():
+    src = dace_cpufree.kernel_source(KERNELS["gemm"].program)
+    assert any("lanes over" in s and "register reduction" in s for _, s, _ in src.steps)
+
+
+def test_matrix_vector_rows_reduce_inside_a_tile():
+    kernel = _kernel(dace_cpufree.generate_code(KERNELS["atax"].program))
+    assert "cpufree::tile_reduce<cpufree::Op::Sum>(__tile" in kernel
+
+
+def test_cli_inspect_reports_tiles(tmp_path, capsys):
+    from dace_cpufree.cli import main
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import dace\nN = dace.symbol('N')\nM = dace.symbol('M')\n\n@dace.program\n"
+        "def f(A: dace.float64[N, M], B: dace.float64[N, M]):\n    B[:] = A * 2.0\n"
+    )
+    assert main(["inspect", f"{prog}:f"]) == 0
+    out = capsys.readouterr().out
+    assert "tiles sized at run time" in out and "lanes over" in out
+
+
+@pytest.mark.parametrize(
+    "module, sizes",
+    [
+        (KERNELS["softmax"], dict(N=2, H=3, SM=40)),
+        (KERNELS["heat_3d"], dict(N=12, TSTEPS=3)),
+        (types.SimpleNamespace(**{**vars(KERNELS["softmax"]), "program": softmax_f64}), dict(N=2, H=2, SM=24)),
+    ],
+    ids=["softmax", "heat_3d", "softmax_f64"],
+)
+@pytest.mark.parametrize("specialize", [False, True], ids=["symbolic", "static"])
+def test_scheduled_results_match_numpy_in_emulation(module, sizes, specialize):
+    options = {}
+    if specialize:
+        free = {str(s) for s in module.program.to_sdfg().free_symbols}
+        options["symbols"] = {k: v for k, v in sizes.items() if k in free}
+    dtype = np.float64 if module.program is softmax_f64 else None
+    check_against_numpy(module, "emulate", sizes, options=options, dtype=dtype)
+
+
+def test_five_dimensional_map_matches_numpy_in_emulation():
+    A = np.random.default_rng(0).random((2, 3, 4, 5, 6))
+    B = np.zeros_like(A)
+    dace_cpufree.compile(scale_5d, backend="emulate")(A=A, B=B)
+    np.testing.assert_array_equal(B, A + 1.0)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("which", ["softmax_paper", "softmax_f64_paper", "heat_3d", "scale_5d"])
+def test_nvcc_compiles_scheduled_code(which):
+    program, symbols = {
+        "softmax_paper": (KERNELS["softmax"].program, SOFTMAX_PAPER),
+        "softmax_f64_paper": (softmax_f64, dict(N=64, M=16, K=512)),
+        "heat_3d": (KERNELS["heat_3d"].program, {"N": 40}),
+        "scale_5d": (scale_5d, None),
+    }[which]
+    source = dace_cpufree.kernel_source(program, symbols=symbols)
+    library = build(source.code, f"nvcc_sched_{which}", "cuda")
+    assert library.exists() and library.stat().st_size > 0

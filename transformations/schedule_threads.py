@@ -1,0 +1,138 @@
+"""ScheduleThreads: how each step of a persistent kernel maps onto the fixed cooperative grid.
+
+A persistent kernel is launched once with the largest co-resident grid, so a step cannot size its
+own launch. This pass decides, per top-level map, a tile size: the kernel partitions every block
+into tiles of that many threads (``cooperative_groups::tiled_partition<T>``); the lanes of a tile
+cover the map's contiguous dimension and the tiles stride over its other dimensions, which the code
+generator fuses into one loop (at most three of them, the rest run as sequential loops). A
+reduction over the contiguous dimension becomes a reduction inside the tile.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import dace
+from dace.properties import DictProperty, Property, make_properties
+from dace.sdfg import nodes
+from dace.sdfg.state import SDFGState
+from dace.transformation import pass_pipeline as ppl
+
+from dace_cpufree.errors import CpufreeError
+
+from .schedule import PERSISTENT_SCHEDULE
+
+MAX_TILE = 1024  # tiles are at most this many threads; a block smaller than the tile gets smaller tiles
+
+
+def contiguous_param(state: SDFGState, entry: nodes.MapEntry, candidates: list[str] | None = None) -> str | None:
+    """The map parameter that indexes the contiguous (last) dimension of the containers the map
+    accesses most often, among ``candidates`` (default: all parameters); ``None`` if none does."""
+    params = list(entry.map.params)
+    candidates = params if candidates is None else candidates
+    votes = Counter()
+    for edge in state.scope_subgraph(entry).edges():
+        memlet = edge.data
+        if memlet.is_empty() or memlet.data is None or not memlet.subset.dims():
+            continue
+        desc = state.sdfg.arrays[memlet.data]
+        if desc.transient and isinstance(desc, dace.data.Scalar):
+            continue
+        if len(desc.strides) and desc.strides[-1] != 1:
+            continue
+        last = {str(s) for s in memlet.subset.ndrange()[-1][0].free_symbols}
+        for p in candidates:
+            if p in last:
+                votes[p] += 1
+    if not votes:
+        return None
+    best = max(votes.values())
+    # ties: the innermost parameter of the map
+    return [p for p in params if votes.get(p) == best][-1]
+
+
+def extent(entry: nodes.MapEntry, param: str):
+    b, e, s = entry.map.range[list(entry.map.params).index(param)]
+    return (e - b + s) // s
+
+
+def static_tile(size) -> int:
+    """The tile for a contiguous extent known at compile time: the power of two covering it."""
+    t = 1
+    while t < int(size) and t < MAX_TILE:
+        t *= 2
+    return t
+
+
+@make_properties
+class ScheduleThreads(ppl.Pass):
+    """Chooses the tile size of every top-level map of a persistent SDFG.
+
+    Records the choice in the map's ``gpu_block_size`` property as ``[T, 1, 1]``: ``T`` the static
+    tile (a power of two up to 1024 covering the contiguous extent, when that extent is known at
+    compile time) or ``0`` when the extent is symbolic (the kernel then picks the power of two
+    covering it at run time). Maps without ``gpu_block_size`` keep the plain grid-stride loop.
+    ``tile_sizes`` overrides the choice per map label (a power of two); ``-1`` there keeps a map
+    on the plain grid-stride loop.
+    """
+
+    CATEGORY = "dace-cpufree"
+
+    tile_sizes = DictProperty(
+        key_type=str, value_type=int, default={}, desc="Tile size per map label (overrides the choice)"
+    )
+    enabled = Property(dtype=bool, default=True, desc="Schedule maps onto tiles (else plain grid-stride)")
+
+    def __init__(self, tile_sizes: dict[str, int] | None = None, enabled: bool = True):
+        super().__init__()
+        self.tile_sizes = dict(tile_sizes or {})
+        self.enabled = enabled
+
+    def modifies(self) -> ppl.Modifies:
+        return ppl.Modifies.Nodes
+
+    def should_reapply(self, modified: ppl.Modifies) -> bool:
+        return False
+
+    def apply_pass(self, sdfg: dace.SDFG, _: dict[str, Any]) -> dict[str, int]:
+        labels = set()
+        decisions = {}
+        for state in sdfg.states():
+            for node in state.nodes():
+                if not isinstance(node, nodes.MapEntry) or node.map.schedule != PERSISTENT_SCHEDULE:
+                    continue
+                label = node.map.label
+                labels.add(label)
+                node.map.gpu_block_size = None
+                if not self.enabled:
+                    continue
+                tile = self._tile(state, node)
+                if tile is not None:
+                    node.map.gpu_block_size = [tile, 1, 1]
+                    decisions[label] = tile
+        unknown = sorted(set(self.tile_sizes) - labels)
+        if unknown:
+            raise CpufreeError(
+                f"tile_sizes names maps that the persistent SDFG does not have: {', '.join(unknown)}. "
+                f"Fix: use one of {', '.join(sorted(labels))} (see `dace-cpufree inspect`)."
+            )
+        return decisions
+
+    def _tile(self, state: SDFGState, entry: nodes.MapEntry) -> int | None:
+        label = entry.map.label
+        if label in self.tile_sizes:
+            tile = int(self.tile_sizes[label])
+            if tile == -1:
+                return None
+            if tile < 1 or tile > MAX_TILE or tile & (tile - 1):
+                raise CpufreeError(
+                    f"tile size {tile} for map '{label}' is not a power of two between 1 and {MAX_TILE}. "
+                    "Fix: pass a power of two (or -1 to keep the plain grid-stride loop)."
+                )
+            return tile
+        param = contiguous_param(state, entry)
+        if param is None:
+            return None
+        size = extent(entry, param)
+        return static_tile(size) if not dace.symbolic.issymbolic(size) else 0

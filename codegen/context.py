@@ -10,7 +10,7 @@ from dace.sdfg import nodes
 
 from dace_cpufree.errors import NotPersistableError
 
-from .expressions import flat_offset, kernel_symbols, subset_offset  # noqa: F401
+from .expressions import cexpr, flat_offset, kernel_symbols, subset_offset  # noqa: F401
 
 
 @dataclass
@@ -22,6 +22,7 @@ class KernelArg:
     kind: str  # "array" (device pointer), "scalar" (by value), "symbol" or "workspace"
     desc: dace.data.Data | None = None
     written: bool = True
+    size: str | None = None  # workspace: C++ element count (an upper bound when the size varies in a loop)
 
     @property
     def decl(self) -> str:
@@ -47,14 +48,37 @@ class KernelContext:
     args: list[KernelArg] = field(default_factory=list)
     local: set[str] = field(default_factory=set)
     counter: int = 0
+    views: dict = field(default_factory=dict)  # view -> (viewed container, element offset as C++)
 
     def __post_init__(self):
         self._classify()
 
     @property
     def device(self) -> set[str]:
-        """Containers in device memory, i.e. shared between threads."""
-        return {a.name for a in self.args if a.kind in ("array", "workspace")}
+        """Containers in device memory, i.e. shared between threads (views of them included)."""
+        names = {a.name for a in self.args if a.kind in ("array", "workspace")}
+        return names | {v for v in self.views if self.root(v) in names}
+
+    def root(self, name: str) -> str:
+        """The container a view (of a view ...) aliases; ``name`` itself for any other container."""
+        while name in self.views:
+            name = self.views[name][0]
+        return name
+
+    def view_decls(self, names) -> list[str]:
+        """Pointer declarations of the views among ``names`` (and the views they alias), outermost first."""
+        order = []
+        for name in sorted(names):
+            chain = []
+            while name in self.views and name not in order and name not in chain:
+                chain.append(name)
+                name = self.views[name][0]
+            order += [v for v in reversed(chain) if v not in order]
+        lines = []
+        for v in order:
+            target, offset = self.views[v]
+            lines.append(f"{self.sdfg.arrays[v].dtype.ctype} *{v} = {target} + ({offset});")
+        return lines
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -93,14 +117,50 @@ class KernelContext:
         for name, desc in sdfg.arrays.items():
             if not desc.transient:
                 continue
-            if isinstance(desc, (dt.View, dt.Reference, dt.Stream)):
+            if isinstance(desc, dt.View):
+                self.views[name] = _view_target(sdfg, name)
+                continue
+            if isinstance(desc, (dt.Reference, dt.Stream)):
                 raise NotPersistableError(
                     f"container '{name}' is a {type(desc).__name__}, which persistent kernels do not support yet."
                 )
             if name in scoped and name not in unscoped:
                 self.local.add(name)
             else:
-                self.args.append(KernelArg(name, desc.dtype.ctype, "workspace", desc))
+                size = workspace_bound(sdfg, name, desc.total_size, {a.name for a in self.args})
+                self.args.append(KernelArg(name, desc.dtype.ctype, "workspace", desc, size=size))
+
+
+def workspace_bound(sdfg: dace.SDFG, name: str, size, known: set[str]):
+    """``size`` with loop variables replaced by the bound that maximises it, so that the host can
+    allocate the transient once: a transient sized by a loop variable (``C[i, :i + 1]`` in a loop)
+    gets the largest size the loop reaches. Exact for sizes monotone in each loop variable."""
+    from dace.sdfg.state import LoopRegion
+    from dace.transformation.passes.analysis import loop_analysis
+
+    ranges = {}
+    for region in sdfg.all_control_flow_regions():
+        if isinstance(region, LoopRegion) and region.loop_variable:
+            start, end = loop_analysis.get_init_assignment(region), loop_analysis.get_loop_end(region)
+            if start is not None and end is not None:
+                ranges[region.loop_variable] = (start, end)
+    candidates = [dace.symbolic.pystr_to_symbolic(size)]
+    for _ in range(len(ranges) + 1):
+        loose = sorted({str(s) for c in candidates for s in c.free_symbols if str(s) in ranges})
+        if not loose:
+            break
+        sym = dace.symbolic.symbol(loose[0])
+        candidates = list(dict.fromkeys(c.subs(sym, b) for c in candidates for b in ranges[loose[0]]))
+    unknown = sorted({str(s) for c in candidates for s in c.free_symbols if str(s) not in known})
+    if unknown:
+        raise NotPersistableError(
+            f"transient '{name}' has size {size}, which depends on {', '.join(unknown)}: the host cannot allocate "
+            "it before the launch. Fix: give it a size computable from the arguments."
+        )
+    text = cexpr(candidates[0])
+    for c in candidates[1:]:
+        text = f"cpufree::max_<long long>({text}, {cexpr(c)})"
+    return text
 
 
 def symbol_ctype(sdfg: dace.SDFG, name: str) -> str:
@@ -109,12 +169,55 @@ def symbol_ctype(sdfg: dace.SDFG, name: str) -> str:
     return "long long" if dtype in (dace.int8, dace.int16, dace.int32, dace.int64, dace.uint32) else dtype.ctype
 
 
-def _written_containers(sdfg: dace.SDFG) -> set[str]:
-    written = set()
+def _view_target(sdfg: dace.SDFG, name: str) -> tuple[str, str]:
+    """The container a view aliases and the offset of its first element, the same in every state."""
+    found = set()
     for state in sdfg.states():
         for node in state.data_nodes():
-            if state.in_degree(node) > 0:
+            if node.data != name:
+                continue
+            edge = dace.sdfg.utils.get_view_edge(state, node)
+            if edge is None:
+                raise NotPersistableError(f"view '{name}' in state '{state.label}' is not connected to what it views.")
+            other = edge.src if edge.dst is node else edge.dst
+            memlet = edge.data
+            if memlet.data == other.data:
+                subset = memlet.subset
+            else:
+                subset = memlet.other_subset if memlet.other_subset is not None else memlet.subset
+            found.add((other.data, subset_offset(sdfg.arrays[other.data], subset)))
+    if len(found) != 1:
+        raise NotPersistableError(
+            f"view '{name}' aliases {len(found)} different places in different states. "
+            "Fix: give each slice its own name (simplify the SDFG first)."
+        )
+    return found.pop()
+
+
+def is_view_edge(sdfg: dace.SDFG, state, edge) -> bool:
+    """Whether an edge between two access nodes only defines a view (it copies nothing)."""
+    for end in (edge.src, edge.dst):
+        if isinstance(end, nodes.AccessNode) and isinstance(sdfg.arrays[end.data], dt.View):
+            if dace.sdfg.utils.get_view_edge(state, end) is edge:
+                return True
+    return False
+
+
+def _written_containers(sdfg: dace.SDFG) -> set[str]:
+    written = set()
+    views = {}
+    for state in sdfg.states():
+        for node in state.data_nodes():
+            if isinstance(sdfg.arrays[node.data], dt.View):
+                edge = dace.sdfg.utils.get_view_edge(state, node)
+                if edge is not None:
+                    views[node.data] = (edge.src if edge.dst is node else edge.dst).data
+            if state.in_degree(node) > 0 and not all(is_view_edge(sdfg, state, e) for e in state.in_edges(node)):
                 written.add(node.data)
+    for name in list(written):
+        while name in views:  # a write through a view writes what it aliases
+            name = views[name]
+            written.add(name)
     return written
 
 

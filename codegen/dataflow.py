@@ -24,7 +24,7 @@ from dace_cpufree.transformations.schedule_threads import contiguous_param
 
 from dace_cpufree.errors import NotPersistableError
 
-from .context import KernelContext
+from .context import KernelContext, is_view_edge
 from .expressions import INDEX_T, cexpr, range_extents, tasklet_code
 from .ir import Executor, Item
 from .tiles import MAX_FUSED, tiled_map, tiled_reduction
@@ -74,6 +74,8 @@ class ScopeWriter:
             elif isinstance(node, nodes.AccessNode):
                 # Copies into this node (from a container or from outside the scope) and out of the scope.
                 for edge in self.state.in_edges(node):
+                    if is_view_edge(self.ctx.sdfg, self.state, edge):
+                        continue
                     if isinstance(edge.src, (nodes.AccessNode, nodes.MapEntry)) and not edge.data.is_empty():
                         lines += sequential_copy(self.ctx, self.state, edge, self.owned)
                 for edge in self.state.out_edges(node):
@@ -549,8 +551,24 @@ def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
     )
 
 
+def _through_views(ctx: KernelContext, item: Item) -> Item:
+    """Declares the views an item uses (pointers into what they alias) and makes the item's reads and
+    writes name the aliased containers, which is what the synchronisation analysis compares."""
+    used = {n for n in item.reads | item.writes if n in ctx.views}
+    if not used:
+        return item
+    item.code = ["{"] + _indent(ctx.view_decls(used) + item.code) + ["}"]
+    item.reads = frozenset(ctx.root(n) for n in item.reads)
+    item.writes = frozenset(ctx.root(n) for n in item.writes)
+    return item
+
+
 def state_items(ctx: KernelContext, state: SDFGState) -> list[Item]:
     """The work items of a state, in a topological order of its top-level nodes."""
+    return [_through_views(ctx, item) for item in _state_items(ctx, state)]
+
+
+def _state_items(ctx: KernelContext, state: SDFGState) -> list[Item]:
     sdict = state.scope_dict()
     out = []
     for node in _topological(state, sdict, None):
@@ -559,7 +577,11 @@ def state_items(ctx: KernelContext, state: SDFGState) -> list[Item]:
         elif isinstance(node, nodes.Tasklet):
             out.append(tasklet_item(ctx, state, node))
         elif isinstance(node, nodes.AccessNode):
-            out += [copy_item(ctx, state, e) for e in state.in_edges(node) if isinstance(e.src, nodes.AccessNode)]
+            out += [
+                copy_item(ctx, state, e)
+                for e in state.in_edges(node)
+                if isinstance(e.src, nodes.AccessNode) and not is_view_edge(ctx.sdfg, state, e)
+            ]
         elif isinstance(node, nodes.MapExit):
             continue
         else:

@@ -138,7 +138,7 @@ def workspace_code(args) -> tuple[str, str]:
     for a in args:
         if a.kind != "workspace":
             continue
-        nbytes = f"(size_t)({cexpr(a.desc.total_size)}) * sizeof({a.ctype})"
+        nbytes = f"(size_t)({a.size if a.size is not None else cexpr(a.desc.total_size)}) * sizeof({a.ctype})"
         size.append(f"    const size_t off_{a.name} = need;\n    need += cpufree_align({nbytes});")
         bind.append(f"    {a.ctype} *{a.name} = reinterpret_cast<{a.ctype} *>(ws + off_{a.name});")
     return "\n".join(size), "\n".join(bind)

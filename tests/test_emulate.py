@@ -10,12 +10,7 @@ from npbench_runs.kernels import KERNELS
 
 # Kernels the compiler does not handle yet: expected to fail with exactly this error (strict, so the
 # mark has to go as soon as they pass). Reproduction: /tmp/repro_<name>.py at the time of writing.
-KNOWN_FAILURES = {
-    "syr2k": (
-        "NotPersistableError: nested SDFG '_MatMult_gemv' in 'BinOp_19_0' could not be inlined into the kernel "
-        "(matrix-vector product on loop-dependent slices A[:i+1, :] @ B[i, :] inside a for loop)"
-    ),
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def kernel_params():

@@ -56,6 +56,12 @@ class FusePersistentKernel(ppl.Pass):
             FullMapFusion().apply_pass(sdfg, {})
             sdfg.simplify()
         sdfg.apply_transformations_repeated([InlineSDFG, InlineMultistateSDFG])
+        # A nested SDFG fed by views (a matrix product on a slice inside a loop) is not inlined by
+        # InlineMultistateSDFG; as one state, InlineSDFG takes it. Merge its state chain and retry.
+        for node, _ in list(sdfg.all_nodes_recursive()):
+            if isinstance(node, nodes.NestedSDFG):
+                merge_state_chain(node.sdfg)
+        sdfg.apply_transformations_repeated([InlineSDFG, InlineMultistateSDFG])
         check_persistable(sdfg)
         infer_connector_types(sdfg)
         marked = 0
@@ -66,6 +72,42 @@ class FusePersistentKernel(ppl.Pass):
                     node.map.schedule = PERSISTENT_SCHEDULE if sdict[node] is None else dtypes.ScheduleType.Sequential
                     marked += sdict[node] is None
         return marked
+
+
+def merge_state_chain(sdfg: dace.SDFG) -> bool:
+    """Merges an SDFG whose control flow is a plain chain of states (no conditions, assignments or
+    other regions) into its first state, ordering each state after the previous one with empty
+    (dependency) memlets from every sink of the merged part to the first computations of the next state.
+    Returns whether it merged; the program order, and hence the result, is unchanged."""
+    blocks = list(sdfg.nodes())
+    if len(blocks) < 2 or not all(isinstance(b, dace.SDFGState) for b in blocks):
+        return False
+    if any(not e.data.is_unconditional() or e.data.assignments for e in sdfg.edges()):
+        return False
+    order = [sdfg.start_block]
+    while sdfg.out_degree(order[-1]) == 1:
+        order.append(sdfg.out_edges(order[-1])[0].dst)
+    if len(order) != len(blocks) or sdfg.out_degree(order[-1]) != 0:
+        return False
+    first = order[0]
+    for state in order[1:]:
+        sinks = first.sink_nodes()
+        # the first computations of the next state (not its source access nodes, which must keep
+        # no incoming edges for the inlining to map them to the outer containers)
+        sources = []
+        for node in state.source_nodes():
+            succ = [e.dst for e in state.out_edges(node)] if isinstance(node, nodes.AccessNode) else [node]
+            sources += [n for n in succ if n not in sources]
+        for node in state.nodes():
+            first.add_node(node)
+        for e in state.edges():
+            first.add_edge(e.src, e.src_conn, e.dst, e.dst_conn, e.data)
+        for src in sinks:
+            for dst in sources:
+                first.add_nedge(src, dst, dace.Memlet())
+    for state in order[1:]:
+        sdfg.remove_node(state)
+    return True
 
 
 def check_persistable(sdfg: dace.SDFG) -> None:

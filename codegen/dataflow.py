@@ -284,7 +284,11 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
     contiguous = contiguous_param(state, entry)
     if contiguous is None:
         return None
-    tile_txt = f"tiles of {tile}" if tile else "tiles sized at run time to the contiguous extent"
+    bound = tile or 1024
+    tile_txt = (
+        f"tiles of up to {bound} threads ({'static bound' if tile else 'extent symbolic'}; "
+        "at run time the power of two covering the extent, capped by the threads per row)"
+    )
     dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
 
     def layout(outer):
@@ -330,7 +334,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
             what = ""
         code, want = tiled_map(space, [rng[p] for p in space], contiguous, tile, code_inner)
         outer = [p for p in space if p != contiguous]
-        strategy = f"{tile_txt}, lanes over {contiguous}, {layout(outer)}{what}"
+        strategy = f"{tile_txt}, lanes over {contiguous} in tile-sized chunks, {layout(outer)}{what}"
         outer_work = _work(ctx, [rng[p] for p in outer[-MAX_FUSED:]])
         work_ranges = [rng[p] for p in outer[-MAX_FUSED:]] + [rng[contiguous]]
     else:

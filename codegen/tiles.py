@@ -1,11 +1,13 @@
 """Tile-mapped loops: how a scheduled step runs on the fixed cooperative grid.
 
-The kernel's blocks are split into tiles of ``T`` threads (``cooperative_groups::tiled_partition``,
-``T`` static when the pass :class:`~dace_cpufree.transformations.ScheduleThreads` could choose it at
-compile time, else picked at run time by ``cpufree::with_tile`` as the power of two covering the
-contiguous extent). The lanes of a tile cover the contiguous dimension; the tiles stride over one
-loop that fuses up to three outer dimensions, whose indices are decoded once per iteration; outer
-dimensions beyond three run as sequential loops around it.
+The kernel's blocks are split into tiles of ``T`` threads (``cooperative_groups::tiled_partition<T>``
+up to a warp, ``cpufree::BlockTile<T>`` beyond). The pass :class:`~dace_cpufree.transformations.ScheduleThreads`
+bounds ``T`` by the power of two covering the contiguous extent (at compile time when the extent is
+known, else 1024); ``cpufree::with_tile`` instantiates the powers of two up to that bound and picks one
+at run time: the one covering the extent, but no more lanes than the grid can give each row. The
+lanes of a tile cover the contiguous dimension; the tiles stride over one loop that fuses up to three
+outer dimensions (and, for element-wise steps, the tile-sized chunks of the contiguous one), whose
+indices are decoded once per iteration; outer dimensions beyond three run as sequential loops.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ def _for(p: str, rng) -> str:
     return f"for ({INDEX_T} {p} = {cexpr(b)}; {p} <= {cexpr(e)}; {p} += {cexpr(s)}) {{"
 
 
-def _decode_fused(params, ranges, tag: str) -> list[str]:
-    """Indices of the fused outer parameters from ``__o{tag}``, last parameter fastest."""
-    lines = [f"{INDEX_T} __q{tag} = __o{tag};"]
+def _decode_fused(params, ranges, tag: str, source: str) -> list[str]:
+    """Indices of the fused outer parameters from the flat index ``source``, last parameter fastest."""
+    lines = [f"{INDEX_T} __q{tag} = {source};"]
     for k in reversed(range(len(params))):
         p, (b, _, s) = params[k], ranges[k]
         digit = f"__q{tag}" if k == 0 else f"(__q{tag} % __x{tag}_{p})"
@@ -43,19 +45,28 @@ def _decode_fused(params, ranges, tag: str) -> list[str]:
     return lines
 
 
-def _tile_stride(outer, outer_ranges, tag: str, inner: list[str]) -> list[str]:
+def _tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | None = None) -> list[str]:
     """Sequential loops over the outer dimensions beyond three, around the tile-stride loop that
-    fuses the (up to three) innermost outer dimensions."""
+    fuses the (up to three) innermost outer dimensions and, with ``chunks``, the tile-sized chunks of
+    the contiguous dimension (``__k{tag}``), so that few rows still spread over the whole grid."""
     seq, fused = outer[:-MAX_FUSED] if len(outer) > MAX_FUSED else [], outer[-MAX_FUSED:]
     seq_ranges = outer_ranges[: len(seq)]
     fused_ranges = outer_ranges[len(seq) :]
-    count = " * ".join(f"__x{tag}_{p}" for p in fused) or "1"
+    count = " * ".join([f"__x{tag}_{p}" for p in fused] + ([chunks] if chunks else [])) or "1"
     loop = [
         f"const {INDEX_T} __tiles{tag} = (long long)gridDim.x * __tile.meta_group_size();",
         f"for ({INDEX_T} __o{tag} = (long long)blockIdx.x * __tile.meta_group_size() + __tile.meta_group_rank(); "
         f"__o{tag} < {count}; __o{tag} += __tiles{tag}) {{",
     ]
-    loop += _indent((_decode_fused(fused, fused_ranges, tag) if fused else []) + inner) + ["}"]
+    decode = []
+    if chunks:
+        decode.append(f"const {INDEX_T} __k{tag} = __o{tag} % ({chunks});")
+        if fused:
+            decode.append(f"const {INDEX_T} __p{tag} = __o{tag} / ({chunks});")
+            decode += _decode_fused(fused, fused_ranges, tag, f"__p{tag}")
+    elif fused:
+        decode = _decode_fused(fused, fused_ranges, tag, f"__o{tag}")
+    loop += _indent(decode + inner) + ["}"]
     for p, rng in reversed(list(zip(seq, seq_ranges))):
         loop = [_for(p, rng)] + _indent(loop) + ["}"]
     return loop
@@ -64,37 +75,32 @@ def _tile_stride(outer, outer_ranges, tag: str, inner: list[str]) -> list[str]:
 def with_tile(tile: int, want: str, body: list[str]) -> list[str]:
     """``body`` run by every thread with ``__tile`` bound to its tile.
 
-    A static tile partitions the block directly (blocks are whole warps, and a power of two when
-    the launcher picks them; a block the tile does not divide gets the largest power of two that
-    does); a symbolic one is picked at run time among the powers of two up to 1024.
+    ``tile`` is the largest tile (static when the extent is known at compile time, else 1024); the
+    kernel takes the largest power of two up to it that ``want`` asks for and the block holds.
     """
     lines = ["auto __step = [&](auto __tile) {"] + _indent(body) + ["};"]
-    if not tile:
-        return lines + [f"cpufree::with_tile<1024>({want}, __step);"]
-    partition = f"__step(cg::tiled_partition<{tile}>(cg::this_thread_block()));"
-    if tile <= 32:
-        return lines + [partition]
-    return lines + [
-        f"if (blockDim.x % {tile} == 0) {partition}",
-        f"else cpufree::with_tile<{tile // 2}>({tile}, __step);",
-    ]
+    return lines + [f"cpufree::with_tile<{tile or 1024}>({want}, __step);"]
 
 
 def tiled_map(params, ranges, contiguous: str, tile: int, body: list[str], tag: str = "") -> tuple[list[str], str]:
-    """A map (or the parallel part of one) whose lanes cover ``contiguous``; returns code and the
-    host-side expression of the threads it can use (``None`` if not known)."""
+    """A map (or the parallel part of one) whose lanes cover ``contiguous`` in tile-sized chunks;
+    returns the code and the tile request."""
     k = params.index(contiguous)
     outer = [p for p in params if p != contiguous]
     outer_ranges = [r for p, r in zip(params, ranges) if p != contiguous]
     b, _, s = ranges[k]
+    ext = f"__x{tag}_{contiguous}"
     lanes = [
-        f"for ({INDEX_T} __l{tag} = __tile.thread_rank(); __l{tag} < __x{tag}_{contiguous}; "
-        f"__l{tag} += __tile.num_threads()) {{",
+        f"const {INDEX_T} __l{tag} = __k{tag} * __tile.num_threads() + __tile.thread_rank();",
+        f"if (__l{tag} < {ext}) {{",
         f"    const {INDEX_T} {contiguous} = {cexpr(b)} + __l{tag} * ({cexpr(s)});",
     ]
     lanes += _indent(body) + ["}"]
-    want = str(tile) if tile else f"cpufree::pow2_at_least(__x{tag}_{contiguous})"
-    code = _extent_decls(params, ranges, tag) + with_tile(tile, want, _tile_stride(outer, outer_ranges, tag, lanes))
+    units = " * ".join(f"__x{tag}_{p}" for p in outer[-MAX_FUSED:]) or "1"
+    want = f"cpufree::tile_for({ext}, {units})"
+    chunks = f"({ext} + __tile.num_threads() - 1) / __tile.num_threads()"
+    code = _extent_decls(params, ranges, tag)
+    code += with_tile(tile, want, _tile_stride(outer, outer_ranges, tag, lanes, chunks))
     return code, want
 
 
@@ -115,7 +121,8 @@ def tiled_reduction(
             decode.append(f"__m{tag} /= __x{tag}_{p};")
     lines += _indent(decode + body) + ["}"]
     inner = list(prologue) + lines + list(epilogue)
-    want = str(tile) if tile else f"cpufree::pow2_at_least(__x{tag}_{contiguous})"
+    units = " * ".join(f"__x{tag}_{p}" for p in par[-MAX_FUSED:]) or "1"
+    want = f"cpufree::tile_for(__x{tag}_{contiguous}, {units})"
     code = _extent_decls(list(par) + list(red), list(par_ranges) + list(red_ranges), tag)
     code += with_tile(tile, want, _tile_stride(list(par), list(par_ranges), tag, inner))
     return code, want

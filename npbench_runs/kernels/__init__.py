@@ -9,17 +9,25 @@ from . import (
     atax,
     bicg,
     cg_residual,
+    conv2d_bias,
+    covariance,
+    doitgen,
     fdtd_2d,
     gemm,
     gemver,
     gesummv,
+    go_fast,
+    hdiff,
     heat_3d,
     jacobi_1d,
     jacobi_2d,
     k2mm,
     k3mm,
+    mlp,
     mvt,
     softmax,
+    syr2k,
+    vadv,
 )
 
 KERNELS = {
@@ -40,6 +48,14 @@ KERNELS = {
         k2mm,
         k3mm,
         cg_residual,
+        mlp,
+        conv2d_bias,
+        go_fast,
+        hdiff,
+        vadv,
+        covariance,
+        syr2k,
+        doitgen,
     )
 }
 

@@ -287,7 +287,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
     bound = tile or 1024
     tile_txt = (
         f"tiles of up to {bound} threads ({'static bound' if tile else 'extent symbolic'}; "
-        "at run time the power of two covering the extent, capped by the threads per row)"
+        "the power of two picked at run time from the contiguous extent)"
     )
     dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
 

@@ -4,7 +4,8 @@ The kernel's blocks are split into tiles of ``T`` threads (``cooperative_groups:
 up to a warp, ``cpufree::BlockTile<T>`` beyond). The pass :class:`~dace_cpufree.transformations.ScheduleThreads`
 bounds ``T`` by the power of two covering the contiguous extent (at compile time when the extent is
 known, else 1024); ``cpufree::with_tile`` instantiates the powers of two up to that bound and picks one
-at run time: the one covering the extent, but no more lanes than the grid can give each row. The
+at run time (``tile_for_map``: chunks covering the extent with few idle lanes; ``tile_for_reduction``:
+about eight elements per lane). The
 lanes of a tile cover the contiguous dimension; the tiles stride over one loop that fuses up to three
 outer dimensions (and, for element-wise steps, the tile-sized chunks of the contiguous one), whose
 indices are decoded once per iteration; outer dimensions beyond three run as sequential loops.
@@ -52,7 +53,7 @@ def _tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | 
     seq, fused = outer[:-MAX_FUSED] if len(outer) > MAX_FUSED else [], outer[-MAX_FUSED:]
     seq_ranges = outer_ranges[: len(seq)]
     fused_ranges = outer_ranges[len(seq) :]
-    count = " * ".join([f"__x{tag}_{p}" for p in fused] + ([chunks] if chunks else [])) or "1"
+    count = " * ".join([f"__x{tag}_{p}" for p in fused] + ([f"({chunks})"] if chunks else [])) or "1"
     loop = [
         f"const {INDEX_T} __tiles{tag} = (long long)gridDim.x * __tile.meta_group_size();",
         f"for ({INDEX_T} __o{tag} = (long long)blockIdx.x * __tile.meta_group_size() + __tile.meta_group_rank(); "
@@ -96,8 +97,7 @@ def tiled_map(params, ranges, contiguous: str, tile: int, body: list[str], tag: 
         f"    const {INDEX_T} {contiguous} = {cexpr(b)} + __l{tag} * ({cexpr(s)});",
     ]
     lanes += _indent(body) + ["}"]
-    units = " * ".join(f"__x{tag}_{p}" for p in outer[-MAX_FUSED:]) or "1"
-    want = f"cpufree::tile_for({ext}, {units})"
+    want = f"cpufree::tile_for_map({ext})"
     chunks = f"({ext} + __tile.num_threads() - 1) / __tile.num_threads()"
     code = _extent_decls(params, ranges, tag)
     code += with_tile(tile, want, _tile_stride(outer, outer_ranges, tag, lanes, chunks))
@@ -121,8 +121,7 @@ def tiled_reduction(
             decode.append(f"__m{tag} /= __x{tag}_{p};")
     lines += _indent(decode + body) + ["}"]
     inner = list(prologue) + lines + list(epilogue)
-    units = " * ".join(f"__x{tag}_{p}" for p in par[-MAX_FUSED:]) or "1"
-    want = f"cpufree::tile_for(__x{tag}_{contiguous}, {units})"
+    want = f"cpufree::tile_for_reduction(__x{tag}_{contiguous})"
     code = _extent_decls(list(par) + list(red), list(par_ranges) + list(red_ranges), tag)
     code += with_tile(tile, want, _tile_stride(list(par), list(par_ranges), tag, inner))
     return code, want

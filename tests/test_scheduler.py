@@ -49,7 +49,9 @@ def _kernel(code: str) -> str:
 def _tiles(code: str) -> set[int]:
     """The tile-size bounds of the steps: ``cpufree::with_tile<T>`` partitions blocks into tiles of
     ``cooperative_groups::tiled_partition<t>`` (t <= 32) or ``cpufree::BlockTile<t>`` lanes, t <= T."""
-    return {int(t) for t in re.findall(r"cpufree::with_tile<(\d+)>\(cpufree::tile_for\(", _kernel(code))}
+    return {
+        int(t) for t in re.findall(r"cpufree::with_tile<(\d+)>\(cpufree::tile_for_(?:map|reduction)\(", _kernel(code))
+    }
 
 
 def test_softmax_4d_rows_get_512_thread_tiles_and_tile_reductions():
@@ -63,7 +65,7 @@ def test_softmax_4d_rows_get_512_thread_tiles_and_tile_reductions():
     # the three outer dimensions fused into one tile-stride loop, decoded once per iteration
     assert "__o < __x__o0 * __x__o1 * __x__o2; __o += __tiles" in kernel  # a tile per row (max, sum)
     # element-wise steps: the three outer dimensions and the tile-sized chunks of the last one
-    assert "__o < __x___i0 * __x___i1 * __x___i2 * (__x___i3 + __tile.num_threads() - 1)" in kernel
+    assert "__o < __x___i0 * __x___i1 * __x___i2 * ((__x___i3 + __tile.num_threads() - 1)" in kernel
     assert "const long long __x__o2 = cpufree::max_<long long>(0, 512);" in kernel
     assert "for (long long __l = __tile.thread_rank(); __l < " in kernel
     strategies = [s for _, s, _ in src.steps]
@@ -74,13 +76,13 @@ def test_heat_3d_fuses_two_outer_dimensions_and_tiles_the_contiguous_one():
     src = dace_cpufree.kernel_source(KERNELS["heat_3d"].program, symbols={"N": 40})
     kernel = _kernel(src.code)
     assert _tiles(src.code) == {64}  # 38 interior points: the power of two covering them
-    assert "__o < __x___i0 * __x___i1 * (__x___i2 + __tile.num_threads() - 1) / __tile.num_threads();" in kernel
+    assert "__o < __x___i0 * __x___i1 * ((__x___i2 + __tile.num_threads() - 1) / __tile.num_threads());" in kernel
     assert all("tile-stride loop over fused (__i0, __i1)" in s for _, s, _ in src.steps)
 
 
 def test_2d_map_symbolic_extent_picks_the_tile_at_run_time():
     code = _kernel(dace_cpufree.generate_code(scale_2d))
-    assert "cpufree::with_tile<1024>(cpufree::tile_for(__x___i1, __x___i0), __step);" in code
+    assert "cpufree::with_tile<1024>(cpufree::tile_for_map(__x___i1), __step);" in code
     static = dace_cpufree.generate_code(scale_2d, symbols={"M": 100})
     assert _tiles(static) == {128}
 
@@ -89,7 +91,7 @@ def test_more_than_three_outer_dimensions_run_sequentially_outside_the_fused_loo
     src = dace_cpufree.kernel_source(scale_5d)
     kernel = _kernel(src.code)
     seq = kernel.index("for (long long __i0 = 0;")
-    fused = kernel.index("__o < __x___i1 * __x___i2 * __x___i3 * (")
+    fused = kernel.index("__o < __x___i1 * __x___i2 * __x___i3 * ((")
     assert seq < fused
     assert "sequential (__i0)" in src.steps[0][1]
 

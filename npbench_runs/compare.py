@@ -2,6 +2,9 @@
 
     python -m npbench_runs.compare --preset S [--kernels jacobi_2d gemm] [--out docs/results]
 
+(The full harness, with parallel builds, SQLite results and plots, is ``python -m npbench_runs run``;
+see docs/npbench.md. This script keeps its CSV/markdown output for the results already in docs/.)
+
 For each kernel: NumPy computes the reference once; every framework is compiled (compile time
 reported apart), run on fresh device inputs ``--repeat`` times (the first run is validated), and
 the median and minimum wall times (device synchronised) are reported, with ratios to upstream DaCe.

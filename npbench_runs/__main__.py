@@ -1,0 +1,100 @@
+"""``python -m npbench_runs {run,report,list}``: NPBench-style benchmark of the kernels in npbench_runs/kernels.
+
+python -m npbench_runs run --preset S [--kernels K ...] [--frameworks F ...] [--repeat N] [--db FILE] [--jobs J]
+python -m npbench_runs report --db FILE --preset S --out DIR
+python -m npbench_runs list
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def main(argv=None) -> int:
+    from npbench_runs import frameworks
+
+    parser = argparse.ArgumentParser(prog="python -m npbench_runs", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="compile (in parallel), validate and time; append results to the SQLite file")
+    r.add_argument("--preset", default="S", help="S, M, L, paper (NPBench's sizes) or test/small (tiny)")
+    r.add_argument("--kernels", nargs="+", help="default: all kernels")
+    r.add_argument(
+        "--frameworks",
+        nargs="+",
+        help=f"default: {' '.join(frameworks.DEFAULT_FRAMEWORKS)}; all: {' '.join(frameworks.FRAMEWORKS)}",
+    )
+    r.add_argument("--repeat", type=int, default=10, help="timed runs after the validated first run (default 10)")
+    r.add_argument("--db", default="npbench_results.db", help="SQLite file, appended to (default npbench_results.db)")
+    r.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="processes of the build phase (default min(16, cores)); 0 or 1: build inline while timing",
+    )
+    r.add_argument(
+        "--cache", help="cache of builds and references (default $NPBENCH_RUNS_CACHE or ~/.cache/npbench_runs)"
+    )
+    r.add_argument("--timeout", type=float, default=900.0, help="seconds one framework may take on one kernel")
+    r.add_argument("--no-isolate", action="store_true", help="time in this process (no crash/timeout protection)")
+    r.add_argument("--compile-only", action="store_true", help="run the build phase only")
+    r.add_argument("--progress", choices=("auto", "rich", "tqdm", "plain"), default="auto")
+
+    p = sub.add_parser("report", help="markdown table and speedup plots from the SQLite file")
+    p.add_argument("--db", default="npbench_results.db")
+    p.add_argument("--preset", default="S")
+    p.add_argument("--out", default="npbench_report")
+    p.add_argument("--gpu", help="only rows of this GPU name")
+    p.add_argument("--run-id", help="only rows of this run")
+    p.add_argument("--baseline", help="framework the speedups are over (default dace_pure)")
+    p.add_argument("--no-plots", action="store_true", help="markdown only (no matplotlib needed)")
+
+    sub.add_parser("list", help="kernels and frameworks")
+
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        from npbench_runs.run import run
+
+        run(
+            preset=args.preset,
+            kernel_names=args.kernels,
+            framework_names=args.frameworks,
+            repeat=args.repeat,
+            db=args.db,
+            jobs=args.jobs,
+            cache=args.cache,
+            timeout=args.timeout,
+            isolate=not args.no_isolate,
+            compile_only=args.compile_only,
+            ui_kind=args.progress,
+        )
+        return 0
+    if args.command == "report":
+        from npbench_runs.report import report
+
+        written = report(
+            args.db,
+            args.preset,
+            args.out,
+            gpu=args.gpu,
+            run_id=args.run_id,
+            baseline=args.baseline,
+            plots=not args.no_plots,
+        )
+        print(written["markdown"].read_text())
+        for key, path in written.items():
+            print(f"{key}: {path}")
+        return 0
+    from npbench_runs.kernels import KERNELS
+    from npbench_runs.report import category
+
+    for name, module in KERNELS.items():
+        print(f"{name:16s} {category(name):10s} presets: {' '.join(module.PRESETS)}")
+    print("frameworks:", " ".join(frameworks.FRAMEWORKS), f"(default: {' '.join(frameworks.DEFAULT_FRAMEWORKS)})")
+    print("cache:", os.environ.get("NPBENCH_RUNS_CACHE") or "~/.cache/npbench_runs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

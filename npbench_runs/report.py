@@ -1,0 +1,268 @@
+"""``python -m npbench_runs report --db FILE --preset S --out DIR``: a markdown table and three plots.
+
+From the newest row of each (kernel, framework) of the preset in the SQLite file:
+
+* ``DIR/report_<preset>.md``: median time per framework with validation marks, speedup of each
+  framework over the baseline (``dace_pure``, the paper's DaCe-Pure) with geomeans, compile times, errors;
+* ``DIR/speedup_<preset>_blas.png``, ``..._iterative.png``, ``..._others.png``: speedup bars over the
+  baseline per kernel, one plot per category, each ending in the geomean per framework (the
+  paper's Fig. 3-5). A speedup needs both the framework and the baseline validated.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from npbench_runs import results
+
+CATEGORIES = {
+    "blas": ("BLAS-heavy", ("atax", "bicg", "gemm", "gemver", "gesummv", "k2mm", "k3mm", "mvt")),
+    "iterative": ("Iterative", ("adi", "fdtd_2d", "heat_3d", "jacobi_1d", "jacobi_2d")),
+    "others": ("Others", ()),  # everything else
+}
+ORDER = [
+    "numpy",
+    "cupy",
+    "dace_pure",
+    "dace_cublas",
+    "dace_gpu",
+    "dace_cpu",
+    "dace_cpufree_plain",
+    "dace_cpufree",
+    "dace_cpufree_plain_emulate",
+    "dace_cpufree_emulate",
+]
+LABELS = {
+    "numpy": "NumPy",
+    "cupy": "CuPy",
+    "dace_pure": "DaCe-Pure",
+    "dace_cublas": "DaCe-cuBLAS",
+    "dace_gpu": "DaCe GPU",
+    "dace_cpu": "DaCe CPU",
+    "dace_cpufree_plain": "CPU-free (no scheduler)",
+    "dace_cpufree": "CPU-free",
+    "dace_cpufree_plain_emulate": "CPU-free emulate (no scheduler)",
+    "dace_cpufree_emulate": "CPU-free emulate",
+}
+
+
+def category(kernel: str) -> str:
+    for key, (_, members) in CATEGORIES.items():
+        if kernel in members:
+            return key
+    return "others"
+
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v is not None and v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+class Table:
+    """The newest result of each (kernel, framework), with speedups over ``baseline``."""
+
+    def __init__(self, rows: list[dict], baseline: str | None = None):
+        self.rows = {(r["kernel"], r["framework"]): r for r in rows}
+        present = {r["framework"] for r in rows}
+        self.frameworks = [f for f in ORDER if f in present] + sorted(present - set(ORDER))
+        cat_rank = {key: i for i, key in enumerate(CATEGORIES)}
+        self.kernels = sorted({r["kernel"] for r in rows}, key=lambda k: (cat_rank[category(k)], k))
+        if baseline is None:
+            baseline = next((b for b in ("dace_pure", "numpy") if b in present), self.frameworks[0] if rows else None)
+        self.baseline = baseline
+        self.compared = [f for f in self.frameworks if f != baseline and f != "numpy"] or [
+            f for f in self.frameworks if f != baseline
+        ]
+
+    def time(self, kernel: str, fw: str) -> float | None:
+        r = self.rows.get((kernel, fw))
+        return None if r is None else r.get("median_ms")
+
+    def valid(self, kernel: str, fw: str) -> bool:
+        r = self.rows.get((kernel, fw))
+        return bool(r and r.get("validated") and r.get("median_ms"))
+
+    def speedup(self, kernel: str, fw: str) -> float | None:
+        if not (self.valid(kernel, fw) and self.valid(kernel, self.baseline)):
+            return None
+        return self.time(kernel, self.baseline) / self.time(kernel, fw)
+
+    def geomean(self, fw: str, kernels=None) -> float | None:
+        return geomean(self.speedup(k, fw) for k in (self.kernels if kernels is None else kernels))
+
+    def in_category(self, key: str) -> list[str]:
+        return [k for k in self.kernels if category(k) == key]
+
+
+def _fmt(v, digits=3, suffix=""):
+    return "—" if v is None else f"{v:.{digits}f}{suffix}"
+
+
+def _speed(v) -> str:
+    """A speedup with three significant digits (0.0123x, 1.23x, 123x)."""
+    if v is None:
+        return "—"
+    return f"{v:.3g}x" if v < 1000 else f"{v:.0f}x"
+
+
+def markdown(table: Table, preset: str, rows: list[dict]) -> str:
+    gpus = sorted({r.get("gpu") or "?" for r in rows})
+    commits = sorted({(r.get("git_commit") or "?")[:12] for r in rows})
+    runs = sorted({r.get("run_id") or "?" for r in rows})
+    fws = table.frameworks
+    out = [
+        f"# NPBench kernels — preset {preset}",
+        "",
+        f"GPU: {', '.join(gpus)}; runs: {', '.join(runs)}; commit: {', '.join(commits)}.",
+        "",
+        "Median wall time in ms over the timed runs (inputs on the device, device synchronised).",
+        "✓ validated against NumPy, ✗ ran but did not validate, ⚠ failed (see Errors), blank: not run.",
+        "",
+        "| kernel | category | " + " | ".join(LABELS.get(f, f) for f in fws) + " |",
+        "|---|---|" + "---|" * len(fws),
+    ]
+    for k in table.kernels:
+        cells = []
+        for f in fws:
+            r = table.rows.get((k, f))
+            if r is None:
+                cells.append("")
+            elif r.get("median_ms") is None:
+                cells.append("⚠")
+            else:
+                cells.append(f"{r['median_ms']:.3f} {'✓' if r.get('validated') else '✗'}")
+        out.append(f"| {k} | {CATEGORIES[category(k)][0]} | " + " | ".join(cells) + " |")
+
+    base = table.baseline
+    out += [
+        "",
+        f"## Speedup over {LABELS.get(base, base)} (`{base}`)",
+        "",
+        "Baseline time / framework time; — where either did not validate.",
+        "",
+        "| kernel | " + " | ".join(LABELS.get(f, f) for f in table.compared) + " |",
+        "|---|" + "---|" * len(table.compared),
+    ]
+    for k in table.kernels:
+        out.append(f"| {k} | " + " | ".join(_speed(table.speedup(k, f)) for f in table.compared) + " |")
+    for key, (label, _) in CATEGORIES.items():
+        ks = table.in_category(key)
+        if ks:
+            out.append(
+                f"| **geomean {label}** | " + " | ".join(_speed(table.geomean(f, ks)) for f in table.compared) + " |"
+            )
+    out.append("| **geomean all** | " + " | ".join(_speed(table.geomean(f)) for f in table.compared) + " |")
+
+    built = [f for f in fws if any(table.rows.get((k, f), {}).get("compile_s") is not None for k in table.kernels)]
+    if built:
+        out += [
+            "",
+            "## Compile time (s)",
+            "",
+            "Fresh build time (a cached build keeps the time of the run that built it).",
+            "",
+            "| kernel | " + " | ".join(LABELS.get(f, f) for f in built) + " |",
+            "|---|" + "---|" * len(built),
+        ]
+        for k in table.kernels:
+            out.append(
+                f"| {k} | " + " | ".join(_fmt(table.rows.get((k, f), {}).get("compile_s"), 1) for f in built) + " |"
+            )
+
+    errors = [
+        (k, f, table.rows[(k, f)]["error"])
+        for k in table.kernels
+        for f in fws
+        if table.rows.get((k, f), {}).get("error")
+    ]
+    if errors:
+        out += ["", "## Errors", ""]
+        for k, f, e in errors:
+            text = " ".join(e.split())
+            out.append(f"- **{k}** / `{f}`: {text[:400]}{'…' if len(text) > 400 else ''}")
+    return "\n".join(out) + "\n"
+
+
+def plot(table: Table, key: str, preset: str, path: Path) -> None:
+    """One category's speedup bars (log scale), the geomean per framework last."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    label, _ = CATEGORIES[key]
+    ks = table.in_category(key)
+    groups = ks + ["geomean"]
+    fws = table.compared
+    width = 0.8 / max(1, len(fws))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(groups) + 2), 4.2))
+    colors = plt.get_cmap("tab10")
+    top = 1.0
+    for i, f in enumerate(fws):
+        values = [table.speedup(k, f) for k in ks] + [table.geomean(f, ks)]
+        xs = [g + (i - (len(fws) - 1) / 2) * width for g in range(len(groups))]
+        # bars grow from 1 (no change) up to a speedup or down to a slowdown
+        heights = [v - 1.0 if v is not None else float("nan") for v in values]
+        ax.bar(
+            xs,
+            heights,
+            width,
+            bottom=1.0,
+            label=LABELS.get(f, f),
+            color=colors(i % 10),
+            edgecolor="black",
+            linewidth=0.4,
+        )
+        for x, v in zip(xs, values):
+            if v is None:
+                ax.text(x, 1.0, "×", ha="center", va="bottom", fontsize=8, color="grey")
+            else:
+                top = max(top, v)
+        gm = values[-1]
+        if gm is not None:
+            ax.text(xs[-1], max(gm, 1.0), _speed(gm), ha="center", va="bottom", fontsize=7, rotation=90)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    low = min([table.speedup(k, f) or 1.0 for k in ks for f in fws] + [table.geomean(f, ks) or 1.0 for f in fws])
+    ax.set_ylim(min(0.5, low / 2.0), top * 6.0)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=30, ha="right")
+    ax.axvline(len(groups) - 1.5, color="grey", linestyle=":", linewidth=0.8)
+    ax.set_ylabel(f"speedup over {LABELS.get(table.baseline, table.baseline)}")
+    ax.set_title(f"{label} kernels — preset {preset}")
+    ax.legend(fontsize=8, ncol=min(3, max(1, len(fws))), loc="lower center", bbox_to_anchor=(0.5, 1.08))
+    ax.grid(axis="y", which="major", alpha=0.3)
+    if not ks:
+        ax.text(0.5, 0.5, "no kernels of this category in the results", transform=ax.transAxes, ha="center")
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+
+
+def report(
+    db: str | Path,
+    preset: str,
+    out: str | Path,
+    gpu: str | None = None,
+    run_id: str | None = None,
+    baseline: str | None = None,
+    plots: bool = True,
+) -> dict:
+    """Writes the markdown table and (``plots``) the three PNGs; returns their paths."""
+    conn = results.connect(db)
+    rows = results.latest(conn, preset, gpu=gpu, run_id=run_id)
+    conn.close()
+    if not rows:
+        raise SystemExit(f"no results for preset {preset!r} in {db}")
+    table = Table(rows, baseline)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / f"report_{preset}.md"
+    md.write_text(markdown(table, preset, rows))
+    written = {"markdown": md}
+    if plots:
+        for key in CATEGORIES:
+            path = out / f"speedup_{preset}_{key}.png"
+            plot(table, key, preset, path)
+            written[key] = path
+    return written

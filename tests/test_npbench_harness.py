@@ -1,0 +1,161 @@
+"""The NPBench-style harness on the CPU: build phase, timing, SQLite results, report (markdown + PNGs)."""
+
+import sqlite3
+
+import numpy as np
+import pytest
+
+from npbench_runs import frameworks, report, results
+from npbench_runs import run as runner
+from npbench_runs.__main__ import main
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    path = tmp_path / "cache"
+    monkeypatch.setenv("NPBENCH_RUNS_CACHE", str(path))
+    return path
+
+
+def _rows(db):
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    rows = [dict(r) for r in conn.execute("SELECT * FROM results ORDER BY id")]
+    conn.close()
+    return rows
+
+
+def test_run_end_to_end(tmp_path, cache):
+    """Parallel build phase, one worker process per kernel, rows appended; a second run loads the builds."""
+    db = tmp_path / "results.db"
+    kernels, fws = ["jacobi_2d", "atax"], ["numpy", "dace_cpufree_emulate"]
+    run_id = runner.run("test", kernels, fws, repeat=2, db=db, jobs=2, ui_kind="plain")
+    rows = _rows(db)
+    assert [(r["kernel"], r["framework"]) for r in rows] == [(k, f) for k in kernels for f in fws]
+    for r in rows:
+        assert r["run_id"] == run_id and r["preset"] == "test" and r["error"] == ""
+        assert r["validated"] == 1, r
+        assert r["median_ms"] > 0 and 0 < r["min_ms"] <= r["median_ms"] and r["repeat"] == 2
+        assert r["gpu"] and r["timestamp"] and r["framework_version"]
+        assert r["git_commit"] is not None
+    ours = [r for r in rows if r["framework"] == "dace_cpufree_emulate"]
+    assert all(r["compile_s"] is not None and r["compile_s"] > 0 for r in ours)
+    assert list(cache.glob("references/jacobi_2d-test-*.npz")) and list(cache.glob("references/atax-test-*.npz"))
+
+    # repeated runs append; builds and references come from the cache (inline build path: --jobs 0, in-process)
+    runner.run("test", ["atax"], ["dace_cpufree_emulate"], repeat=1, db=db, jobs=0, isolate=False, ui_kind="plain")
+    rows = _rows(db)
+    assert len(rows) == 5
+    assert rows[-1]["validated"] == 1 and rows[-1]["compile_cached"] == 1
+
+
+class _Broken(frameworks.NumPyFramework):
+    name = "broken"
+
+    def prepare(self, module):
+        raise RuntimeError("does not compile")
+
+
+class _Wrong(frameworks.NumPyFramework):
+    name = "wrong"
+
+    def prepare(self, module):
+        def run(**args):
+            module.reference(**args)
+            for v in args.values():
+                if isinstance(v, np.ndarray):
+                    v += 1.0
+
+        return run
+
+
+def test_failures_are_stored_and_the_run_goes_on(tmp_path, cache, monkeypatch):
+    monkeypatch.setitem(frameworks.FRAMEWORKS, "broken", _Broken)
+    monkeypatch.setitem(frameworks.FRAMEWORKS, "wrong", _Wrong)
+    db = tmp_path / "r.db"
+    runner.run("test", ["jacobi_1d"], ["broken", "wrong", "numpy"], repeat=1, db=db, jobs=0, isolate=False)
+    by = {r["framework"]: r for r in _rows(db)}
+    assert "does not compile" in by["broken"]["error"] and by["broken"]["median_ms"] is None
+    assert by["wrong"]["validated"] == 0 and "validation failed" in by["wrong"]["error"]
+    assert by["wrong"]["median_ms"] > 0  # timed anyway, as NPBench does
+    assert by["numpy"]["validated"] == 1 and by["numpy"]["error"] == ""
+
+
+def test_reference_cache(cache):
+    module = runner.kernels()["gemm"]
+    first = runner.compute_reference("gemm", "test")
+    assert not first["cached"] and runner.reference_path(module, "test").exists()
+    assert runner.compute_reference("gemm", "test")["cached"]
+    ref = runner.load_reference(module, "test")
+    args = module.initialize(**module.PRESETS["test"])
+    module.reference(**args)
+    np.testing.assert_array_equal(ref["C"], args["C"])
+
+
+FAKE = {  # kernel -> framework -> median ms (None: failed); one row of each category at least
+    "gemm": {"dace_pure": 2.0, "dace_cublas": 0.5, "cupy": 0.4, "dace_cpufree": 1.0, "dace_cpufree_plain": 1.5},
+    "atax": {"dace_pure": 3.0, "dace_cublas": 1.0, "cupy": 0.3, "dace_cpufree": 2.0, "dace_cpufree_plain": None},
+    "jacobi_2d": {"dace_pure": 6.0, "dace_cublas": 6.0, "cupy": 7.0, "dace_cpufree": 0.3, "dace_cpufree_plain": 0.4},
+    "softmax": {"dace_pure": 9.0, "dace_cublas": 9.0, "cupy": 0.3, "dace_cpufree": 0.3, "dace_cpufree_plain": 0.6},
+}
+
+
+def _fake_db(path):
+    conn = results.connect(path)
+    for kernel, times in FAKE.items():
+        for fw, ms in times.items():
+            results.insert(
+                conn,
+                {
+                    "run_id": "r1",
+                    "timestamp": "2026-01-01T00:00:00",
+                    "kernel": kernel,
+                    "preset": "S",
+                    "framework": fw,
+                    "gpu": "NVIDIA H200",
+                    "median_ms": ms,
+                    "min_ms": ms,
+                    "compile_s": 12.5 if fw.startswith("dace") else None,
+                    "validated": ms is not None and not (kernel == "softmax" and fw == "cupy"),
+                    "error": "" if ms is not None else "LaunchError: boom",
+                },
+            )
+    conn.close()
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_report_markdown_and_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    db, out = tmp_path / "fake.db", tmp_path / "report"
+    _fake_db(db)
+    assert main(["report", "--db", str(db), "--preset", "S", "--out", str(out)]) == 0
+    md = (out / "report_S.md").read_text()
+    for kernel in FAKE:
+        assert f"| {kernel} |" in md
+    assert "Speedup over DaCe-Pure" in md
+    assert "| jacobi_2d | 0.857x | 1x | 15x | 20x |" in md  # cupy, cublas, plain, ours over dace_pure
+    assert "LaunchError: boom" in md and "0.400 ✗" not in md and "0.300 ✗" in md  # softmax cupy not validated
+    assert "geomean all" in md
+    for key in ("blas", "iterative", "others"):
+        png = out / f"speedup_S_{key}.png"
+        assert png.read_bytes()[:8] == PNG and png.stat().st_size > 1000
+
+
+def test_report_of_a_real_run(tmp_path, cache):
+    pytest.importorskip("matplotlib")
+    db = tmp_path / "real.db"
+    runner.run("test", ["jacobi_2d", "gemm"], ["numpy", "dace_cpufree_emulate"], 1, db, jobs=0, isolate=False)
+    written = report.report(db, "test", tmp_path / "out")  # no dace_pure: speedups over numpy
+    md = written["markdown"].read_text()
+    assert "| jacobi_2d |" in md and "| gemm |" in md and "Speedup over NumPy" in md
+    assert all(written[k].read_bytes()[:8] == PNG for k in ("blas", "iterative", "others"))
+
+
+def test_compare_still_works(tmp_path, cache):
+    from npbench_runs import compare
+
+    assert compare.main(["--preset", "test", "--kernels", "jacobi_2d", "--frameworks", "dace_cpufree_emulate",
+                         "--repeat", "1", "--out", str(tmp_path)]) == 0  # fmt: skip
+    assert "jacobi_2d,test,dace_cpufree_emulate,True" in (tmp_path / "compare_test.csv").read_text()

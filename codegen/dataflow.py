@@ -460,8 +460,20 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     items are fenced by block barriers so that program order holds within the block.
     """
     code = ScopeWriter(ctx, state, []).tasklet(node)
-    reads, writes = scope_accesses(ctx, state, node)
     location = node.location or {}
+    # Connectors that address another PE's memory (a put's destination, a signal's flag): bound as
+    # pointers, but no access to this PE's copy, so no synchronisation on them.
+    remote = {c for c in str(location.get("cpufree_remote", "")).split(",") if c}
+    reads, writes, regions = set(), set(), []
+    for e in state.in_edges(node):
+        if not e.data.is_empty() and e.dst_conn not in remote and e.data.data in ctx.device:
+            reads.add(e.data.data)
+            regions.append((e.data.data, "R", e.data.subset))
+    for e in state.out_edges(node):
+        if not e.data.is_empty() and e.src_conn not in remote and e.data.data in ctx.device:
+            writes.add(e.data.data)
+            regions.append((e.data.data, "W", e.data.subset))
+    reads, writes = frozenset(reads), frozenset(writes)
     kind = str(location.get("cpufree_executor", "leader"))
     block = int(str(location.get("cpufree_block", 0)))
     if kind == "leader" and block == 0:
@@ -481,7 +493,9 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
         raise NotPersistableError(
             f"tasklet '{node.label}' asks for executor '{kind}'. Fix: use 'block', 'thread' or 'leader'."
         )
-    return Item(f"tasklet {node.label}", code, reads, writes, executor, strategy=strategy, block=block)
+    item = Item(f"tasklet {node.label}", code, reads, writes, executor, strategy=strategy, block=block)
+    item.regions = tuple(regions)
+    return item
 
 
 def _copy_ends(state: SDFGState, edge) -> tuple[str, subsets.Subset, str, subsets.Subset]:

@@ -15,6 +15,14 @@ HOST_TEMPLATE = """
 #include <cstdarg>
 #include <initializer_list>
 
+// Launcher hooks; the SHMEM runtime (cpufree/shmem.cuh) redefines them for a symmetric workspace.
+#ifndef CPUFREE_WORKSPACE_MALLOC
+#define CPUFREE_WORKSPACE_MALLOC(ptr, n) cudaMalloc(ptr, n)
+#define CPUFREE_WORKSPACE_FREE(ptr) cudaFree(ptr)
+#define CPUFREE_BEFORE_LAUNCH(ws, n) cudaSuccess
+#define CPUFREE_AFTER_LAUNCH() cudaSuccess
+#endif
+
 namespace {{
 struct LauncherState {{
     int block = 0;       // 0: chosen from occupancy
@@ -105,15 +113,16 @@ extern "C" int cpufree_run({params}) {{
     size_t need = 0;
 {workspace_size}
     if (need > cpufree_state.workspace_size) {{
-        if (cpufree_state.workspace) CPUFREE_CHECK(cudaFree(cpufree_state.workspace));
+        if (cpufree_state.workspace) CPUFREE_CHECK(CPUFREE_WORKSPACE_FREE(cpufree_state.workspace));
         cpufree_state.workspace = nullptr;
-        CPUFREE_CHECK(cudaMalloc(&cpufree_state.workspace, need));
+        CPUFREE_CHECK(CPUFREE_WORKSPACE_MALLOC(&cpufree_state.workspace, need));
         cpufree_state.workspace_size = need;
     }}
     char *ws = static_cast<char *>(cpufree_state.workspace);
     (void)ws;
 {workspace_bind}
     void *args[] = {{{args}}};
+    CPUFREE_CHECK(CPUFREE_BEFORE_LAUNCH(cpufree_state.workspace, cpufree_state.workspace_size));
     cudaEvent_t start, stop;
     CPUFREE_CHECK(cudaEventCreate(&start));
     CPUFREE_CHECK(cudaEventCreate(&stop));
@@ -121,6 +130,7 @@ extern "C" int cpufree_run({params}) {{
     CPUFREE_CHECK(CPUFREE_LAUNCH_COOPERATIVE({kernel}, dim3((unsigned)grid), dim3((unsigned)block), args, 0, 0));
     CPUFREE_CHECK(cudaEventRecord(stop, 0));
     CPUFREE_CHECK(cudaEventSynchronize(stop));
+    CPUFREE_CHECK(CPUFREE_AFTER_LAUNCH());
     CPUFREE_CHECK(cudaGetLastError());
     CPUFREE_CHECK(cudaEventElapsedTime(&cpufree_state.elapsed_ms, start, stop));
     CPUFREE_CHECK(cudaEventDestroy(start));
@@ -142,3 +152,59 @@ def workspace_code(args) -> tuple[str, str]:
         size.append(f"    const size_t off_{a.name} = need;\n    need += cpufree_align({nbytes});")
         bind.append(f"    {a.ctype} *{a.name} = reinterpret_cast<{a.ctype} *>(ws + off_{a.name});")
     return "\n".join(size), "\n".join(bind)
+
+
+# ---- GPU-initiated communication (NVSHMEM / ROC_SHMEM) ---------------------------------------------
+# Entry points of a program that communicates. NVSHMEM must be initialised by code in the shared library
+# that links libnvshmem_device.a (its device state lives there), hence here and not in Python.
+
+SHMEM_HOST_TEMPLATE = """
+// ---- SHMEM host entry points ----------------------------------------------------------------
+#if defined(CPUFREE_SHMEM_ROC)
+extern "C" int cpufree_shmem_uniqueid_size() {{ return 0; }}
+extern "C" int cpufree_shmem_get_uniqueid(void *) {{ return 0; }}
+// rocSHMEM bootstraps over MPI (MPI_COMM_WORLD): run under mpirun; the unique id is unused.
+extern "C" int cpufree_shmem_init(const void *, int, int, int device) {{
+    CPUFREE_CHECK(cudaSetDevice(device));
+    rocshmem_init();
+    return 0;
+}}
+extern "C" int cpufree_shmem_finalize() {{ rocshmem_finalize(); return 0; }}
+extern "C" int cpufree_shmem_my_pe() {{ return rocshmem_my_pe(); }}
+extern "C" int cpufree_shmem_n_pes() {{ return rocshmem_n_pes(); }}
+extern "C" void *cpufree_shmem_malloc(size_t n) {{ return rocshmem_malloc(n ? n : 1); }}
+extern "C" void cpufree_shmem_free(void *p) {{ rocshmem_free(p); }}
+extern "C" int cpufree_shmem_barrier() {{ rocshmem_barrier_all(); return 0; }}
+#else
+extern "C" int cpufree_shmem_uniqueid_size() {{ return (int)sizeof(nvshmemx_uniqueid_t); }}
+extern "C" int cpufree_shmem_get_uniqueid(void *out) {{
+    nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
+    if (nvshmemx_get_uniqueid(&id) != 0) return cpufree_fail("nvshmemx_get_uniqueid failed");
+    memcpy(out, &id, sizeof(id));
+    return 0;
+}}
+// Unique-id bootstrap: rank 0's id is handed to every process (the Python runtime broadcasts it with
+// mpi4py). A second program in the same process initialises its own device state the same way.
+extern "C" int cpufree_shmem_init(const void *uid, int rank, int nranks, int device) {{
+    CPUFREE_CHECK(cudaSetDevice(device));
+    nvshmemx_uniqueid_t id;
+    memcpy(&id, uid, sizeof(id));
+    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
+    if (nvshmemx_set_attr_uniqueid_args(rank, nranks, &id, &attr) != 0)
+        return cpufree_fail("nvshmemx_set_attr_uniqueid_args(rank %d of %d) failed", rank, nranks);
+    if (nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr) != 0)
+        return cpufree_fail("nvshmemx_init_attr failed on rank %d of %d", rank, nranks);
+    return 0;
+}}
+extern "C" int cpufree_shmem_finalize() {{ nvshmem_finalize(); return 0; }}
+extern "C" int cpufree_shmem_my_pe() {{ return nvshmem_my_pe(); }}
+extern "C" int cpufree_shmem_n_pes() {{ return nvshmem_n_pes(); }}
+extern "C" void *cpufree_shmem_malloc(size_t n) {{ return nvshmem_malloc(n ? n : 1); }}
+extern "C" void cpufree_shmem_free(void *p) {{ nvshmem_free(p); }}
+extern "C" int cpufree_shmem_barrier() {{ nvshmem_barrier_all(); return 0; }}
+#endif
+extern "C" int cpufree_shmem_copy(void *dst, const void *src, size_t n) {{
+    CPUFREE_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDefault));
+    return 0;
+}}
+"""

@@ -34,6 +34,7 @@ class Item:
     sync_before: bool = False
     strategy: str = ""  # how the work is mapped to threads, for `dace-cpufree inspect`
     block: int = 0  # the block (modulo the grid) that runs a BLOCK or THREAD item; the leader's is 0
+    regions: tuple = ()  # (container, "R"/"W", subset) of a BLOCK/THREAD item: finer than reads/writes
 
 
 @dataclass(eq=False)

@@ -12,6 +12,8 @@ point; the decisions only ever add synchronisations, so the iteration terminates
 
 from __future__ import annotations
 
+import dace
+
 from . import ir
 from .ir import Executor
 
@@ -23,20 +25,39 @@ _IN_ONE_BLOCK = (Executor.LEADER, Executor.THREAD, Executor.BLOCK)
 
 
 def _accesses(item: ir.Item) -> Pending:
-    acc = {(name, "R", item.executor, item.block) for name in item.reads}
-    acc |= {(name, "W", item.executor, item.block) for name in item.writes}
+    if item.regions:
+        return frozenset((name, mode, item.executor, item.block, sub) for name, mode, sub in item.regions)
+    acc = {(name, "R", item.executor, item.block, None) for name in item.reads}
+    acc |= {(name, "W", item.executor, item.block, None) for name in item.writes}
     return frozenset(acc)
+
+
+def _disjoint(a, b) -> bool:
+    """Whether two subsets of one container provably do not overlap (unknown counts as overlapping)."""
+    if a is None or b is None:
+        return False
+    try:
+        return dace.subsets.intersects(a, b) is False
+    except (TypeError, ValueError, NotImplementedError):
+        return False
+
+
+def _item_regions(item: ir.Item, name: str) -> list:
+    return [(mode, sub) for n, mode, sub in item.regions if n == name] if item.regions else []
 
 
 def conflicts(pending: Pending, item: ir.Item) -> bool:
     """Whether ``item`` may touch memory that another thread touched since the last sync."""
-    for name, mode, executor, block in pending:
+    for name, mode, executor, block, sub in pending:
         if name not in item.reads and name not in item.writes:
             continue
         if mode == "R" and name not in item.writes:
             continue  # read after read
         if executor in _IN_ONE_BLOCK and item.executor in _IN_ONE_BLOCK and block == item.block:
             continue  # same block: program order and block barriers
+        mine = _item_regions(item, name)
+        if sub is not None and mine and all(_disjoint(sub, other) for m, other in mine if m == "W" or mode == "W"):
+            continue  # e.g. a put reading the edge rows, a wait writing the halo ring
         return True
     return False
 
@@ -58,6 +79,14 @@ def _flow(node, pending: Pending) -> Pending:
     if isinstance(node, ir.Loop):
         return _flow_loop(node, pending)
     if isinstance(node, ir.Branch):
+        # A sync that the first item of some branch needs goes before the branch: then the other
+        # branches (and the path through none, e.g. a put skipped at a domain edge) start clean too.
+        firsts = [next(iter(ir.items(body)), None) for body in node.bodies]
+        if node.conds and node.conds[0] is not None and any(
+            f is not None and (f.reads or f.writes) and conflicts(pending, f) for f in firsts
+        ):
+            node.conds[0].sync_before = True
+            pending = frozenset()
         out = frozenset()
         has_else = False
         for cond, body in zip(node.conds, node.bodies):

@@ -7,13 +7,21 @@
 
 from dace_cpufree import transformations  # noqa: F401  (registers enum members with DaCe)
 from dace_cpufree.api import compile, generate_code, kernel_source, persistent_sdfg
-from dace_cpufree.errors import ArgumentError, BuildError, CpufreeError, LaunchError, NotPersistableError
+from dace_cpufree.errors import (
+    ArgumentError,
+    BuildError,
+    CommunicationError,
+    CpufreeError,
+    LaunchError,
+    NotPersistableError,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError",
     "BuildError",
+    "CommunicationError",
     "CpufreeError",
     "LaunchError",
     "NotPersistableError",

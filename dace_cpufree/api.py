@@ -7,9 +7,10 @@ import copy
 import dace
 
 from dace_cpufree.codegen import DIALECTS, KernelSource, generate
+from dace_cpufree.codegen.comm import add_shmem_runtime, uses_shmem
 from dace_cpufree.errors import CpufreeError, LaunchError
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
-from dace_cpufree.transformations import FusePersistentKernel, ScheduleThreads
+from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
 
 
 def _to_sdfg(program_or_sdfg) -> dace.SDFG:
@@ -25,18 +26,22 @@ def _to_sdfg(program_or_sdfg) -> dace.SDFG:
 
 def persistent_sdfg(
     program_or_sdfg,
-    scheduler: bool = True,
+    scheduler: bool | str = True,
     tile_sizes: dict[str, int] | None = None,
     symbols: dict[str, int] | None = None,
+    backend: str = "cuda",
 ) -> dace.SDFG:
     """The SDFG of a program, transformed to run as one persistent cooperative kernel.
 
-    :param scheduler: map steps onto tiles of the grid (:class:`ScheduleThreads`); ``False`` keeps
-                      every map a plain grid-stride loop over the whole grid.
+    :param scheduler: map steps onto tiles of the grid (:class:`ScheduleThreads`): ``True`` tiles the
+                      maps that reduce over their contiguous dimension, ``"all"`` every multi-dimensional
+                      map; ``False`` keeps every map a plain grid-stride loop over the whole grid.
     :param tile_sizes: tile size per map label, overriding the scheduler's choice (``-1``: plain loop).
     :param symbols: values of size symbols to compile in as constants : extents
                     become known, so tile sizes are chosen at compile time instead of at run time.
                     (The symbols are replaced by the values throughout the SDFG.)
+    :param backend: selects the SHMEM library that ``nvshmem.Putmem``/``SignalWait`` expand to
+                    (NVSHMEM for ``"cuda"``, ROC_SHMEM for ``"hip"``).
 
     The input is not modified. Raises :class:`NotPersistableError` naming what cannot be made persistent.
     """
@@ -52,8 +57,13 @@ def persistent_sdfg(
         for k in symbols:
             if k in sdfg.symbols:
                 sdfg.remove_symbol(k)
+    PrepareCommunication("cuda" if backend == "emulate" else backend).apply_pass(sdfg, {})
     FusePersistentKernel().apply_pass(sdfg, {})
-    ScheduleThreads(tile_sizes=tile_sizes, enabled=scheduler).apply_pass(sdfg, {})
+    if scheduler not in (True, False, "all"):
+        raise CpufreeError(f"scheduler={scheduler!r}. Fix: use True (reductions), 'all' (every map) or False.")
+    ScheduleThreads(tile_sizes=tile_sizes, enabled=bool(scheduler), elementwise=scheduler == "all").apply_pass(
+        sdfg, {}
+    )
     sdfg.validate()
     return sdfg
 
@@ -64,7 +74,8 @@ def kernel_source(program_or_sdfg, backend: str = "cuda", **options) -> KernelSo
     ``options`` are those of :func:`persistent_sdfg` (``scheduler``, ``tile_sizes``, ``symbols``).
     """
     dialect = DIALECTS["cuda" if backend == "emulate" else backend]
-    return generate(persistent_sdfg(program_or_sdfg, **options), dialect)
+    sdfg = persistent_sdfg(program_or_sdfg, backend=backend, **options)
+    return add_shmem_runtime(generate(sdfg, dialect), sdfg)
 
 
 def generate_code(program_or_sdfg, backend: str = "cuda", **options) -> str:
@@ -77,7 +88,7 @@ def generate_code(program_or_sdfg, backend: str = "cuda", **options) -> str:
 def compile(  # noqa: A001 - the API's name
     program_or_sdfg,
     backend: str = "cuda",
-    scheduler: bool = True,
+    scheduler: bool | str = True,
     tile_sizes: dict[str, int] | None = None,
     symbols: dict[str, int] | None = None,
 ) -> PersistentProgram:
@@ -96,7 +107,15 @@ def compile(  # noqa: A001 - the API's name
             "no NVIDIA GPU is visible to this process. Fix: run on a GPU machine, or use "
             "backend='emulate' to run the generated kernel on the host."
         )
-    sdfg = persistent_sdfg(program_or_sdfg, scheduler=scheduler, tile_sizes=tile_sizes, symbols=symbols)
-    source = generate(sdfg, DIALECTS["cuda" if backend == "emulate" else backend])
-    library = build(source.code, sdfg.name, backend)
+    sdfg = persistent_sdfg(
+        program_or_sdfg, scheduler=scheduler, tile_sizes=tile_sizes, symbols=symbols, backend=backend
+    )
+    shmem = uses_shmem(sdfg)
+    if shmem and backend == "emulate":
+        raise CpufreeError(
+            f"'{sdfg.name}' communicates (nvshmem.Putmem/SignalWait), which the host emulation cannot run. "
+            "Fix: use backend='cuda' on GPUs, or dace_cpufree.generate_code(...) to inspect the code."
+        )
+    source = add_shmem_runtime(generate(sdfg, DIALECTS["cuda" if backend == "emulate" else backend]), sdfg)
+    library = build(source.code, sdfg.name, backend, shmem=shmem)
     return PersistentProgram(sdfg, source, library, backend)

@@ -19,3 +19,7 @@ class LaunchError(CpufreeError):
 
 class ArgumentError(CpufreeError, TypeError):
     """An argument does not match the program's signature (shape, dtype, missing)."""
+
+
+class CommunicationError(CpufreeError, ValueError):
+    """A GPU-initiated communication call (``Putmem``, ``SignalWait``) is used incorrectly."""

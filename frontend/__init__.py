@@ -1,0 +1,27 @@
+"""The SHMEM library of dace-cpufree: ``Putmem``/``SignalWait`` library nodes with NVSHMEM and ROC_SHMEM
+expansions, and the Python calls (:mod:`dace_cpufree.nvshmem`) that create them in a ``@dace.program``."""
+
+from dace.library import register_library
+
+from . import calls  # noqa: F401  (registers the Python calls with DaCe's frontend)
+from .environments import NVSHMEM, ROCSHMEM
+from .pe import N_PES_SYMBOL, PE_SYMBOL, PE_SYMBOLS, uses_shmem
+from .putmem import ExpandPutmemNVSHMEM, ExpandPutmemROCSHMEM, Putmem
+from .signal_wait import ExpandSignalWaitNVSHMEM, ExpandSignalWaitROCSHMEM, SignalWait
+
+register_library(__name__, "cpufree_shmem")
+
+__all__ = [
+    "NVSHMEM",
+    "ROCSHMEM",
+    "N_PES_SYMBOL",
+    "PE_SYMBOL",
+    "PE_SYMBOLS",
+    "Putmem",
+    "SignalWait",
+    "ExpandPutmemNVSHMEM",
+    "ExpandPutmemROCSHMEM",
+    "ExpandSignalWaitNVSHMEM",
+    "ExpandSignalWaitROCSHMEM",
+    "uses_shmem",
+]

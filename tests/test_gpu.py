@@ -52,6 +52,15 @@ def test_program_without_scheduler_matches_numpy_on_gpu(name):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_every_map_tiled_matches_numpy_on_two_small_blocks(name):
+    """scheduler='all': element-wise maps in tile-sized chunks too; few threads, so every loop wraps."""
+    check_against_numpy(
+        KERNELS[name], "cuda", "small", configure={"block_size": 64, "max_blocks": 2}, options={"scheduler": "all"}
+    )
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", ["softmax", "heat_3d", "jacobi_2d", "gemm", "atax", "k3mm"])
 def test_static_tiles_match_numpy_on_gpu(name):
     """Sizes compiled in: tile sizes chosen at compile time (a 512-thread tile for softmax rows)."""

@@ -55,7 +55,7 @@ def _tiles(code: str) -> set[int]:
 
 
 def test_softmax_4d_rows_get_512_thread_tiles_and_tile_reductions():
-    src = dace_cpufree.kernel_source(KERNELS["softmax"].program, symbols=SOFTMAX_PAPER)
+    src = dace_cpufree.kernel_source(KERNELS["softmax"].program, symbols=SOFTMAX_PAPER, scheduler="all")
     kernel = _kernel(src.code)
     assert _tiles(src.code) == {512}
     # max and sum over the last axis: one tile per row, combined by a tile reduction, no atomics
@@ -73,7 +73,7 @@ def test_softmax_4d_rows_get_512_thread_tiles_and_tile_reductions():
 
 
 def test_heat_3d_fuses_two_outer_dimensions_and_tiles_the_contiguous_one():
-    src = dace_cpufree.kernel_source(KERNELS["heat_3d"].program, symbols={"N": 40})
+    src = dace_cpufree.kernel_source(KERNELS["heat_3d"].program, symbols={"N": 40}, scheduler="all")
     kernel = _kernel(src.code)
     assert _tiles(src.code) == {64}  # 38 interior points: the power of two covering them
     assert "__o < __x___i0 * __x___i1 * ((__x___i2 + __tile.num_threads() - 1) / __tile.num_threads());" in kernel
@@ -81,14 +81,14 @@ def test_heat_3d_fuses_two_outer_dimensions_and_tiles_the_contiguous_one():
 
 
 def test_2d_map_symbolic_extent_picks_the_tile_at_run_time():
-    code = _kernel(dace_cpufree.generate_code(scale_2d))
+    code = _kernel(dace_cpufree.generate_code(scale_2d, scheduler="all"))
     assert "cpufree::with_tile<1024>(cpufree::tile_for_map(__x___i1), __step);" in code
-    static = dace_cpufree.generate_code(scale_2d, symbols={"M": 100})
+    static = dace_cpufree.generate_code(scale_2d, symbols={"M": 100}, scheduler="all")
     assert _tiles(static) == {128}
 
 
 def test_more_than_three_outer_dimensions_run_sequentially_outside_the_fused_loop():
-    src = dace_cpufree.kernel_source(scale_5d)
+    src = dace_cpufree.kernel_source(scale_5d, scheduler="all")
     kernel = _kernel(src.code)
     seq = kernel.index("for (long long __i0 = 0;")
     fused = kernel.index("__o < __x___i1 * __x___i2 * __x___i3 * ((")
@@ -98,9 +98,9 @@ def test_more_than_three_outer_dimensions_run_sequentially_outside_the_fused_loo
 
 def test_tile_size_override_and_its_errors():
     label = dace_cpufree.kernel_source(scale_2d).steps[0][0].removeprefix("map ")
-    code = dace_cpufree.generate_code(scale_2d, symbols={"M": 100}, tile_sizes={label: 32})
+    code = dace_cpufree.generate_code(scale_2d, symbols={"M": 100}, tile_sizes={label: 32})  # override: tiled
     assert _tiles(code) == {32}
-    plain = dace_cpufree.generate_code(scale_2d, tile_sizes={label: -1})
+    plain = dace_cpufree.generate_code(scale_2d, scheduler="all", tile_sizes={label: -1})
     assert "tiled_partition" not in plain and "with_tile" not in plain
     with pytest.raises(CpufreeError, match="not a power of two"):
         dace_cpufree.generate_code(scale_2d, tile_sizes={label: 48})
@@ -119,8 +119,10 @@ def test_one_dimensional_maps_keep_one_grid_stride_loop():
 
 
 def test_gemm_register_reduction_is_tiled_over_the_output_rows():
-    src = dace_cpufree.kernel_source(KERNELS["gemm"].program)
+    src = dace_cpufree.kernel_source(KERNELS["gemm"].program, scheduler="all")
     assert any("lanes over" in s and "register reduction" in s for _, s, _ in src.steps)
+    default = dace_cpufree.kernel_source(KERNELS["gemm"].program)  # no contiguous reduction: plain
+    assert all("grid-stride" in s or "thread per output" in s or "leader" in s for _, s, _ in default.steps)
 
 
 def test_matrix_vector_rows_reduce_inside_a_tile():
@@ -138,7 +140,7 @@ def test_cli_inspect_reports_tiles(tmp_path, capsys):
     )
     assert main(["inspect", f"{prog}:f"]) == 0
     out = capsys.readouterr().out
-    assert "tiles of up to 1024 threads" in out and "lanes over" in out
+    assert "grid-stride loop" in out  # element-wise maps are not tiled by default
 
 
 @pytest.mark.parametrize(
@@ -152,7 +154,7 @@ def test_cli_inspect_reports_tiles(tmp_path, capsys):
 )
 @pytest.mark.parametrize("specialize", [False, True], ids=["symbolic", "static"])
 def test_scheduled_results_match_numpy_in_emulation(module, sizes, specialize):
-    options = {}
+    options = {"scheduler": "all"}
     if specialize:
         free = {str(s) for s in module.program.to_sdfg().free_symbols}
         options["symbols"] = {k: v for k, v in sizes.items() if k in free}
@@ -163,7 +165,7 @@ def test_scheduled_results_match_numpy_in_emulation(module, sizes, specialize):
 def test_five_dimensional_map_matches_numpy_in_emulation():
     A = np.random.default_rng(0).random((2, 3, 4, 5, 6))
     B = np.zeros_like(A)
-    dace_cpufree.compile(scale_5d, backend="emulate")(A=A, B=B)
+    dace_cpufree.compile(scale_5d, backend="emulate", scheduler="all")(A=A, B=B)
     np.testing.assert_array_equal(B, A + 1.0)
 
 
@@ -176,6 +178,6 @@ def test_nvcc_compiles_scheduled_code(which):
         "heat_3d": (KERNELS["heat_3d"].program, {"N": 40}),
         "scale_5d": (scale_5d, None),
     }[which]
-    source = dace_cpufree.kernel_source(program, symbols=symbols)
+    source = dace_cpufree.kernel_source(program, symbols=symbols, scheduler="all")
     library = build(source.code, f"nvcc_sched_{which}", "cuda")
     assert library.exists() and library.stat().st_size > 0

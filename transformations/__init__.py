@@ -1,5 +1,6 @@
 """Transformations and passes of dace-cpufree, registered with DaCe on import."""
 
+from .communication import PrepareCommunication
 from .expand_libraries import ExpandLibraryNodesToDataflow
 from .fuse_persistent import FusePersistentKernel, check_persistable
 from .schedule import PERSISTENT_SCHEDULE
@@ -10,5 +11,6 @@ __all__ = [
     "FusePersistentKernel",
     "PERSISTENT_SCHEDULE",
     "ScheduleThreads",
+    "PrepareCommunication",
     "check_persistable",
 ]

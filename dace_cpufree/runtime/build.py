@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import functools
 import hashlib
 import os
@@ -11,6 +12,8 @@ import subprocess
 from pathlib import Path
 
 from dace_cpufree.errors import BuildError
+
+from .shmem_build import shmem_flags
 
 INCLUDE_DIR = Path(__file__).parent / "include"
 
@@ -53,8 +56,10 @@ def cuda_arch() -> str:
     return "native" if gpu_count() > 0 else "sm_90"
 
 
-def compile_command(backend: str, source: Path, output: Path, shared: bool = True) -> list[str]:
+def compile_command(backend: str, source: Path, output: Path, shared: bool = True, shmem: bool = False) -> list[str]:
+    """The compiler command; ``shmem`` adds relocatable device code and the SHMEM library (:mod:`.shmem_build`)."""
     inc = f"-I{INCLUDE_DIR}"
+    extra, libs = shmem_flags(backend, shared) if shmem else ([], [])
     if backend == "cuda":
         nvcc = find_nvcc()
         if nvcc is None:
@@ -67,14 +72,16 @@ def compile_command(backend: str, source: Path, output: Path, shared: bool = Tru
             f"-arch={cuda_arch()}",
             "-lineinfo",
             inc,
+            *extra,
             *link,
             str(source),
             "-o",
             str(output),
+            *libs,
         ]
     if backend == "hip":
         link = ["-shared", "-fPIC"] if shared else ["-c"]
-        return ["hipcc", "-O3", "-std=c++17", inc, *link, str(source), "-o", str(output)]
+        return ["hipcc", "-O3", "-std=c++17", inc, *extra, *link, str(source), "-o", str(output), *libs]
     if backend == "emulate":
         cxx = os.environ.get("CXX", "g++")
         link = ["-shared", "-fPIC"] if shared else ["-c"]
@@ -82,24 +89,33 @@ def compile_command(backend: str, source: Path, output: Path, shared: bool = Tru
     raise BuildError(f"unknown backend '{backend}'. Fix: use one of {', '.join(BACKENDS)}.")
 
 
-def build(code: str, name: str, backend: str, shared: bool = True) -> Path:
-    """Compiles ``code`` (cached by content and command) and returns the library or object path."""
+def build(code: str, name: str, backend: str, shared: bool = True, shmem: bool = False) -> Path:
+    """Compiles ``code`` (cached by content and command) and returns the library or object path.
+
+    :param shmem: the code calls NVSHMEM / ROC_SHMEM: relocatable device code, device-linked against it.
+    """
     suffix = {"cuda": ".cu", "hip": ".hip.cpp", "emulate": ".cpp"}[backend]
-    probe = compile_command(backend, Path("x"), Path("y"), shared)
+    probe = compile_command(backend, Path("x"), Path("y"), shared, shmem)
     headers = "".join(p.read_text() for p in sorted(INCLUDE_DIR.glob("cpufree/*")))
     key = hashlib.sha256("\0".join([code, headers, *probe]).encode()).hexdigest()[:20]
     folder = cache_dir() / f"{name}-{backend}-{key}"
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / f"{name}{suffix}"
     output = folder / (f"lib{name}.so" if shared else f"{name}.o")
-    if output.exists():
-        return output
-    source.write_text(code)
-    cmd = compile_command(backend, source, output, shared)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BuildError(
-            f"{cmd[0]} failed on the generated code of '{name}' ({source}):\n{proc.stderr[-6000:]}\n"
-            f"command: {' '.join(cmd)}"
-        )
+    # One build per folder at a time: the processes of an MPI job compile the same program together.
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if output.exists():
+            return output
+        source.write_text(code)
+        cmd = compile_command(backend, source, output, shared, shmem)
+        partial = output.with_name(output.name + ".part")
+        cmd[cmd.index(str(output))] = str(partial)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BuildError(
+                f"{cmd[0]} failed on the generated code of '{name}' ({source}):\n{proc.stderr[-6000:]}\n"
+                f"command: {' '.join(cmd)}"
+            )
+        os.replace(partial, output)
     return output

@@ -11,6 +11,10 @@ import numpy as np
 from dace import data as dt
 
 from dace_cpufree.errors import ArgumentError, LaunchError
+from dace_cpufree.frontend.pe import N_PES_SYMBOL, PE_SYMBOL
+from dace_cpufree.transformations.symmetric import is_symmetric
+
+from .nvshmem import is_shmem_library, session
 
 
 @dataclass
@@ -18,6 +22,7 @@ class _Bound:
     pointer: int
     host: np.ndarray | None = None  # a NumPy array copied to the device and back
     device: int | None = None  # device buffer owned by this call
+    back: tuple[int, int, int] | None = None  # (destination, symmetric buffer, bytes) copied back after the run
 
 
 def _device_pointer(value) -> int | None:
@@ -51,6 +56,7 @@ class PersistentProgram:
         self._shapes = {}  # symbol values -> {container: shape}, sympy evaluation is slow
         self.last_kernel_ms = float("nan")
         self.launch_config = (0, 0)
+        self._shmem = _attach_shmem(self._lib, source) if is_shmem_library(self._lib) else None
 
     def _ctype(self, arg):
         if arg.kind == "array":
@@ -117,18 +123,29 @@ class PersistentProgram:
         return values
 
     def _infer_symbols(self, values: dict) -> dict:
-        symbols = {k: v for k, v in values.items() if k in self.sdfg.symbols}
+        names = self.__dict__.setdefault("_symbol_names", set(map(str, self.sdfg.symbols)))
+        symbols = {k: v for k, v in values.items() if k in names}
+        if self._shmem is not None:
+            symbols.update({PE_SYMBOL: self._shmem.rank, N_PES_SYMBOL: self._shmem.size})
+        dims = self.__dict__.setdefault("_dims", {})  # name -> symbol name per dimension (None: not one)
         for name, value in values.items():
-            desc = self.sdfg.arrays.get(name)
-            if isinstance(desc, dt.Array) and hasattr(value, "shape"):
-                if len(value.shape) != len(desc.shape):
+            if name not in dims:
+                desc = self.sdfg.arrays.get(name)
+                dims[name] = (
+                    [str(d) if dace.symbolic.issymbolic(d) and str(d) in names else None for d in desc.shape]
+                    if isinstance(desc, dt.Array)
+                    else None
+                )
+            plan = dims[name]
+            if plan is not None and hasattr(value, "shape"):
+                if len(value.shape) != len(plan):
                     raise ArgumentError(
                         f"{self.sdfg.name}: '{name}' has {len(value.shape)} dimensions, the program expects "
-                        f"{len(desc.shape)} (shape {desc.shape})."
+                        f"{len(plan)} (shape {self.sdfg.arrays[name].shape})."
                     )
-                for dim, size in zip(desc.shape, value.shape):
-                    if dace.symbolic.issymbolic(dim) and str(dim) in self.sdfg.symbols:
-                        symbols.setdefault(str(dim), int(size))
+                for sym, size in zip(plan, value.shape):
+                    if sym is not None:
+                        symbols.setdefault(sym, int(size))
         missing = [a.name for a in self._host_args if a.kind == "symbol" and a.name not in symbols]
         if missing:
             raise ArgumentError(
@@ -168,6 +185,8 @@ class PersistentProgram:
         if np.dtype(value.dtype) != dtype:
             raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' has dtype {value.dtype}, expected {dtype}.")
         ptr = _device_pointer(value)
+        if self._shmem is not None and is_symmetric(desc):
+            return self._bind_symmetric(arg, value, ptr)
         if ptr is not None:
             if self.backend == "emulate":
                 raise ArgumentError("the host emulation backend takes NumPy arrays, not device arrays.")
@@ -186,11 +205,33 @@ class PersistentProgram:
         self._check(self._lib.cpufree_memcpy(ctypes.c_void_p(dev), ctypes.c_void_p(value.ctypes.data), value.nbytes, 1))
         return _Bound(dev, value, dev)
 
+    def _bind_symmetric(self, arg, value, ptr: int | None) -> _Bound:
+        """An argument on the symmetric heap: the user's array is copied into the PE's buffer and back."""
+        if ptr is None and not (isinstance(value, np.ndarray) and value.flags.c_contiguous):
+            raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' must be a C-contiguous NumPy or CuPy array.")
+        if ptr is not None and not value.flags.c_contiguous:
+            raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' must be C-contiguous.")
+        src = ptr if ptr is not None else value.ctypes.data
+        buf = self._shmem.buffer(self._lib, arg.name, max(value.nbytes, 1))
+        self._shmem.copy(self._lib, buf, src, value.nbytes)
+        return _Bound(buf, back=(src, buf, value.nbytes) if arg.written else None)
+
     def _read_back(self, owned: list[_Bound]) -> None:
         for bound in owned:
+            if bound.back is not None:
+                self._shmem.copy(self._lib, *bound.back)
             if bound.host is not None:
                 self._check(
                     self._lib.cpufree_memcpy(
                         ctypes.c_void_p(bound.host.ctypes.data), ctypes.c_void_p(bound.device), bound.host.nbytes, 0
                     )
                 )
+
+
+def _attach_shmem(lib, source):
+    """The process's SHMEM session, initialised in this program's library (see :mod:`.nvshmem`)."""
+    from .build import gpu_count
+
+    shmem = session()
+    shmem.attach(lib, gpu_count())
+    return shmem

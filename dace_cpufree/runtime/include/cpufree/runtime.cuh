@@ -148,11 +148,11 @@ __host__ __device__ inline long long pow2_at_least(long long extent) {
 }
 
 #if !defined(CPUFREE_EMULATE)
-// The tile of a reduction step at run time: enough lanes that each combines about eight elements of
-// the reduced extent (long rows get up to 1024 lanes, which keeps the whole grid loading; short rows
-// get a warp and few tile-wide steps), at least a warp.
+// The tile of a reduction step at run time: enough lanes that each combines about sixteen elements
+// of the reduced extent (long rows get up to 1024 lanes, which keeps the whole grid loading; rows of
+// up to 512, as in softmax, get a warp: no block-level barrier per row), at least a warp.
 __device__ inline long long tile_for_reduction(long long extent) {
-    const long long want = pow2_at_least((extent + 7) / 8);
+    const long long want = pow2_at_least((extent + 15) / 16);
     return want < warpSize ? warpSize : want;
 }
 

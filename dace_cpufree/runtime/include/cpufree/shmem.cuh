@@ -1,0 +1,144 @@
+// dace-cpufree SHMEM runtime: what a persistent kernel that communicates needs besides runtime.cuh.
+// NVSHMEM (nvcc, -rdc=true, device-linked against libnvshmem_device.a) or rocSHMEM (hipcc, -fgpu-rdc).
+// Included by generated code right after runtime.cuh; it replaces the launcher's hooks:
+//   - the kernel is launched with nvshmemx_collective_launch (a cooperative launch on every PE);
+//   - the launcher's workspace (transients, flags) is allocated on the symmetric heap, zeroed and
+//     followed by a barrier over all PEs before each launch (no PE may signal a flag before its owner
+//     has reset it), and a quiet + barrier after it (every put delivered before results are read).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#include <rocshmem/rocshmem.hpp>
+using namespace rocshmem;
+#define CPUFREE_SHMEM_ROC 1
+#else
+#include <nvshmem.h>
+#include <nvshmemx.h>
+#endif
+
+// Python's modulo and floor division, as DaCe prints symbolic Mod and floor: (pe - 1) % n_pes, pe // PY.
+#ifndef CPUFREE_PY_MOD_DEFINED
+#define CPUFREE_PY_MOD_DEFINED
+template <typename A, typename B> __host__ __device__ inline auto py_mod(A a, B b) -> decltype(a % b) {
+    auto r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename A, typename B> __host__ __device__ inline auto py_floor(A a, B b) -> decltype(a / b) {
+    auto q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+#endif
+
+namespace cpufree {
+namespace shmem {
+
+// Nanoseconds from the device's global timer: timeouts need no clock rate.
+__device__ inline unsigned long long now_ns() {
+#if defined(CPUFREE_SHMEM_ROC)
+    return wall_clock64() * 10ull;  // the HIP wall clock is specified at 100 MHz
+#else
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#endif
+}
+
+// The debug form of SignalWait: polls the flag and, after `timeout_ns`, reports and traps.
+__device__ inline void wait_or_trap(uint64_t *flag, uint64_t expected, const char *name,
+                                    unsigned long long timeout_ns) {
+    const unsigned long long start = now_ns();
+    while (true) {
+        const uint64_t value = *(volatile uint64_t *)flag;
+        if (value >= expected) break;
+        if (now_ns() - start > timeout_ns) {
+#if defined(CPUFREE_SHMEM_ROC)
+            const int pe = rocshmem_my_pe();
+#else
+            const int pe = nvshmem_my_pe();
+#endif
+            printf("dace-cpufree: SignalWait timed out after %llu ns on PE %d (block %d): flag %s at %p is %llu, "
+                   "waiting for >= %llu. A peer never signalled: check the target PE and signal value of the "
+                   "matching Putmem.\n",
+                   timeout_ns, pe, (int)blockIdx.x, name, (void *)flag, (unsigned long long)value,
+                   (unsigned long long)expected);
+#if defined(CPUFREE_SHMEM_ROC)
+            abort();
+#else
+            __trap();
+#endif
+        }
+    }
+    __threadfence_system();  // acquire: data that arrived before the flag is visible after the wait
+}
+
+}  // namespace shmem
+}  // namespace cpufree
+
+// ---- launcher hooks (host) -------------------------------------------------------------------
+#if defined(CPUFREE_SHMEM_ROC)
+static inline hipError_t cpufree_shmem_workspace_malloc(void **ptr, size_t n) {
+    *ptr = rocshmem_malloc(n ? n : 1);  // collective: every PE allocates the same size, in the same order
+    return *ptr ? hipSuccess : hipErrorOutOfMemory;
+}
+static inline hipError_t cpufree_shmem_workspace_free(void *ptr) {
+    rocshmem_free(ptr);
+    return hipSuccess;
+}
+static inline hipError_t cpufree_shmem_before_launch(void *ws, size_t n) {
+    if (ws && n) {
+        hipError_t e = hipMemset(ws, 0, n);
+        if (e != hipSuccess) return e;
+    }
+    hipError_t e = hipDeviceSynchronize();
+    rocshmem_barrier_all();
+    return e;
+}
+static inline hipError_t cpufree_shmem_after_launch() {
+    rocshmem_quiet();
+    rocshmem_barrier_all();
+    return hipDeviceSynchronize();
+}
+static inline hipError_t cpufree_shmem_launch(const void *kernel, dim3 grid, dim3 block, void **args, size_t smem,
+                                              hipStream_t stream) {
+    // rocSHMEM has no collective launch: a cooperative launch on each PE.
+    return hipLaunchCooperativeKernel(kernel, grid, block, args, smem, stream);
+}
+#else
+static inline cudaError_t cpufree_shmem_workspace_malloc(void **ptr, size_t n) {
+    *ptr = nvshmem_malloc(n ? n : 1);  // collective: every PE allocates the same size, in the same order
+    return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t cpufree_shmem_workspace_free(void *ptr) {
+    nvshmem_free(ptr);
+    return cudaSuccess;
+}
+static inline cudaError_t cpufree_shmem_before_launch(void *ws, size_t n) {
+    if (ws && n) {
+        cudaError_t e = cudaMemset(ws, 0, n);
+        if (e != cudaSuccess) return e;
+    }
+    cudaError_t e = cudaDeviceSynchronize();
+    nvshmem_barrier_all();
+    return e;
+}
+static inline cudaError_t cpufree_shmem_after_launch() {
+    nvshmemx_quiet_on_stream(0);
+    nvshmemx_barrier_all_on_stream(0);
+    return cudaDeviceSynchronize();
+}
+static inline cudaError_t cpufree_shmem_launch(const void *kernel, dim3 grid, dim3 block, void **args, size_t smem,
+                                               cudaStream_t stream) {
+    const int rc = nvshmemx_collective_launch(kernel, grid, block, args, smem, stream);
+    return rc == 0 ? cudaSuccess : cudaErrorLaunchFailure;
+}
+#endif
+
+#undef CPUFREE_LAUNCH_COOPERATIVE
+#define CPUFREE_LAUNCH_COOPERATIVE(kernel, grid, block, args, smem, stream) \
+    cpufree_shmem_launch((const void *)(kernel), grid, block, args, smem, stream)
+#define CPUFREE_WORKSPACE_MALLOC(ptr, n) cpufree_shmem_workspace_malloc((void **)(ptr), n)
+#define CPUFREE_WORKSPACE_FREE(ptr) cpufree_shmem_workspace_free(ptr)
+#define CPUFREE_BEFORE_LAUNCH(ws, n) cpufree_shmem_before_launch(ws, n)
+#define CPUFREE_AFTER_LAUNCH() cpufree_shmem_after_launch()

@@ -1,0 +1,77 @@
+"""Compiler flags of programs that call NVSHMEM (or ROC_SHMEM) from device code.
+
+NVSHMEM's device API is a static library (``libnvshmem_device.a``): the program is compiled as
+relocatable device code (``-rdc=true``) and nvcc device-links it into the shared library, which then
+holds NVSHMEM's device state (so it is also where NVSHMEM is initialised, see ``codegen/host.py``).
+The library comes from the ``nvidia-nvshmem-cu13`` wheel (``import nvidia.nvshmem``), or from
+``NVSHMEM_HOME``; its host part is linked by soname (the wheel ships no unversioned ``.so``) with an
+rpath, so nothing needs ``LD_LIBRARY_PATH``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dace_cpufree.errors import BuildError
+
+
+def nvshmem_home() -> Path:
+    """The NVSHMEM installation: ``NVSHMEM_HOME``, else the ``nvidia-nvshmem-cu13`` wheel."""
+    env = os.environ.get("NVSHMEM_HOME")
+    if env:
+        home = Path(env)
+    else:
+        try:
+            import nvidia.nvshmem as wheel
+        except ImportError:
+            wheel = None
+        if wheel is None:
+            raise BuildError(
+                "NVSHMEM was not found. Fix: pip install nvidia-nvshmem-cu13 (or dace-cpufree[nvshmem]), "
+                "or set NVSHMEM_HOME to an NVSHMEM installation."
+            )
+        home = Path(list(wheel.__path__)[0])
+    if not (home / "include" / "nvshmem.h").exists() or not (home / "lib" / "libnvshmem_device.a").exists():
+        raise BuildError(f"{home} is not an NVSHMEM installation (no include/nvshmem.h or lib/libnvshmem_device.a).")
+    return home
+
+
+def _host_library(lib: Path) -> str:
+    """Link argument of the host library: by soname (``libnvshmem_host.so.3``) when there is no ``.so``."""
+    if (lib / "libnvshmem_host.so").exists():
+        return "-lnvshmem_host"
+    versioned = sorted(lib.glob("libnvshmem_host.so.*"))
+    if not versioned:
+        raise BuildError(f"no libnvshmem_host.so* in {lib}.")
+    return f"-l:{versioned[0].name}"
+
+
+def shmem_flags(backend: str, shared: bool) -> tuple[list[str], list[str]]:
+    """``(compile flags, link flags)``: the link flags go after the source file."""
+    wait = _wait_timeout()
+    if backend == "hip":
+        home = Path(os.environ.get("ROCSHMEM_HOME", "/opt/rocm"))
+        link = ["-fgpu-rdc", "--hip-link", f"-L{home / 'lib'}", "-lrocshmem"] if shared else []
+        return ["-fgpu-rdc", f"-I{home / 'include'}", *wait], link
+    if backend != "cuda":
+        raise BuildError(f"backend '{backend}' cannot build SHMEM programs. Fix: use backend='cuda' or 'hip'.")
+    home = nvshmem_home()
+    lib = home / "lib"
+    flags = ["-rdc=true", f"-I{home / 'include'}", *wait]
+    if not shared:
+        return flags, []
+    # The static device library's host code reaches the driver through the CUDA runtime: no -lcuda.
+    return flags, [f"-L{lib}", _host_library(lib), "-lnvshmem_device", "-Xlinker", f"-rpath={lib}"]
+
+
+def _wait_timeout() -> list[str]:
+    """``DACE_CPUFREE_WAIT_TIMEOUT_MS``: build SignalWait as a polling loop that traps after that long."""
+    value = os.environ.get("DACE_CPUFREE_WAIT_TIMEOUT_MS")
+    if not value:
+        return []
+    try:
+        ns = int(float(value) * 1e6)
+    except ValueError:
+        raise BuildError(f"DACE_CPUFREE_WAIT_TIMEOUT_MS={value!r} is not a number of milliseconds.") from None
+    return [f"-DCPUFREE_WAIT_TIMEOUT_NS={ns}ull"]

@@ -1,0 +1,208 @@
+"""The ``Putmem`` library node: write a local region into the same region of another PE's memory.
+
+``Putmem(dest, src, pe, flag=None, signal=None)`` in a ``@dace.program`` becomes this node: it reads
+``src`` and, in the SPMD reading of the program, writes ``dest`` (on PE ``pe``) and, with a signal,
+sets ``flag`` there to ``signal`` once the data has arrived. Expansions (one per SHMEM library):
+
+- contiguous ends: ``nvshmemx_putmem[_nbi]_block`` (with a signal ``nvshmemx_putmem_signal[_nbi]_block``);
+- strided ends: the block's threads split the rows along the last dimension and issue
+  ``nvshmem_<T>_iput`` each; then one thread ``nvshmem_quiet()`` and ``nvshmemx_signal_op``;
+- ROC_SHMEM: ``rocshmem_putmem[_signal][_nbi]_wg``; strided ends as element puts ``rocshmem_<T>_p``,
+  then ``rocshmem_quiet()`` and ``rocshmem_uint64_atomic_set`` for the signal.
+
+The tasklet is executed by all threads of one thread block (``location["cpufree_executor"] = "block"``,
+block ``location["cpufree_block"]``). ``_dest`` and ``_flag`` address another PE's memory and are listed
+in ``location["cpufree_remote"]``: the kernel generator binds them as pointers but does not count them
+as local accesses.
+"""
+
+from __future__ import annotations
+
+import dace
+from dace import library
+from dace.properties import Property, SymbolicProperty
+from dace.sdfg import nodes
+from dace.transformation.transformation import ExpandTransformation
+from dace_cpufree.codegen.expressions import INDEX_T, cexpr
+
+from dace_cpufree.errors import NotPersistableError
+
+from .environments import NVSHMEM, ROCSHMEM
+from .layout import PutLayout
+from .shmem_api import NVSHMEM_API, ROCSHMEM_API, ShmemAPI
+
+
+def _edge(state, node, conn: str, out: bool):
+    edges = state.out_edges_by_connector(node, conn) if out else state.in_edges_by_connector(node, conn)
+    return next(iter(edges))
+
+
+def _check_prepared(node) -> None:
+    if not node.prepared:
+        raise NotPersistableError(
+            f"{type(node).__name__} '{node.label}' can only run inside a persistent kernel: GPU-initiated "
+            "communication needs the whole program on the device. Fix: build the program with "
+            "dace_cpufree.compile(...) (or dace_cpufree.persistent_sdfg), not with DaCe's own code generator."
+        )
+
+
+def expression_symbols(*exprs) -> set[str]:
+    """Free symbols of expression properties (DaCe must see them, or simplify drops their definitions)."""
+    out = set()
+    for e in exprs:
+        out |= {str(s) for s in dace.symbolic.pystr_to_symbolic(str(e)).free_symbols}
+    return out
+
+
+def location(executor: str, block: int, remote: list[str] | None = None) -> dict:
+    """The tasklet ``location`` keys that the kernel generator reads."""
+    loc = {"cpufree_executor": executor, "cpufree_block": str(block)}
+    if remote:
+        loc["cpufree_remote"] = ",".join(remote)
+    return loc
+
+
+def value_text(node, prop: str, conn: str) -> str:
+    """C++ text of a value given as a property expression or through connector ``conn``."""
+    return conn if conn in node.in_connectors else cexpr(getattr(node, prop))
+
+
+def _contiguous_call(node, api: ShmemAPI, nbytes: str, pe: str) -> list[str]:
+    nbi = "" if node.blocking else "_nbi"
+    if node.signalled:
+        sig = value_text(node, "signal", "_signal")
+        call = api.putmem_signal.format(nbi=nbi)
+        return [f"{call}(_dest, _src, {nbytes}, _flag, (uint64_t)({sig}), {api.signal_set}, {pe});"]
+    return [f"{api.putmem.format(nbi=nbi)}(_dest, _src, {nbytes}, {pe});"]
+
+
+def _strided_nvshmem(node, layout: PutLayout, tname: str, pe: str) -> list[str]:
+    """Rows along the last dimension, split over the block's threads (a row may be split in parts)."""
+    rows, length, sstride, dstride = layout.rows()
+    outer = len(layout.dims) - 1
+    lines = [
+        f"const {INDEX_T} __rows = {rows}, __len = {length};",
+        f"const {INDEX_T} __parts = cpufree::max_<{INDEX_T}>(1, (long long)blockDim.x / __rows);",
+        f"const {INDEX_T} __chunk = (__len + __parts - 1) / __parts;",
+        f"for ({INDEX_T} __u = threadIdx.x; __u < __rows * __parts; __u += blockDim.x) {{",
+        f"    const {INDEX_T} __lo = (__u % __parts) * __chunk;",
+        f"    const {INDEX_T} __cnt = cpufree::min_<{INDEX_T}>(__chunk, __len - __lo);",
+        "    if (__cnt <= 0) continue;",
+    ]
+    lines += ["    " + line for line in layout.decode("__u / __parts", outer)]
+    lines += [
+        f"    nvshmem_{tname}_iput(_dest + __do + __lo * ({dstride}), _src + __so + __lo * ({sstride}), "
+        f"(ptrdiff_t)({dstride}), (ptrdiff_t)({sstride}), (size_t)__cnt, {pe});",
+        "}",
+    ]
+    if node.signalled:
+        sig = value_text(node, "signal", "_signal")
+        # iput is complete at the source only; quiet makes the data visible at the target before the flag.
+        lines += [
+            "__syncthreads();",
+            "if (threadIdx.x == 0) {",
+            "    nvshmem_quiet();",
+            f"    nvshmemx_signal_op(_flag, (uint64_t)({sig}), NVSHMEM_SIGNAL_SET, {pe});",
+            "}",
+        ]
+    return lines + ["__syncthreads();"]
+
+
+def _strided_rocshmem(node, layout: PutLayout, tname: str, pe: str) -> list[str]:
+    """rocSHMEM has no strided put: element puts over the work-group's threads (packing and put in one)."""
+    ctype = {"longlong": "long long", "ulonglong": "unsigned long long", "schar": "signed char"}.get(tname, tname)
+    lines = [f"for ({INDEX_T} __u = threadIdx.x; __u < {cexpr(layout.count)}; __u += blockDim.x) {{"]
+    lines += ["    " + line for line in layout.decode("__u", len(layout.dims))]
+    lines += [f"    rocshmem_{tname}_p(({ctype} *)(_dest + __do), ({ctype})_src[__so], {pe});", "}", "__syncthreads();"]
+    if node.signalled:
+        sig = value_text(node, "signal", "_signal")
+        lines += [
+            "if (threadIdx.x == 0) {",
+            "    rocshmem_quiet();",
+            f"    rocshmem_uint64_atomic_set(_flag, (uint64_t)({sig}), {pe});",
+            "}",
+            "__syncthreads();",
+        ]
+    elif node.blocking:
+        lines += ["if (threadIdx.x == 0) rocshmem_quiet();", "__syncthreads();"]
+    return lines
+
+
+def put_code(node, state, sdfg, api: ShmemAPI) -> str:
+    """The C++ body of the put tasklet for ``api``."""
+    src, dest = _edge(state, node, "_src", False).data, _edge(state, node, "_dest", True).data
+    sdesc, ddesc = sdfg.arrays[src.data], sdfg.arrays[dest.data]
+    layout = PutLayout.of(sdesc, src.subset, ddesc, dest.subset)
+    pe = f"(int)({value_text(node, 'pe', '_pe')})"
+    if layout.contiguous:
+        nbytes = f"(size_t)({cexpr(layout.count)}) * sizeof({sdesc.dtype.ctype})"
+        return "\n".join(_contiguous_call(node, api, nbytes, pe))
+    tname = api.type_name(sdesc.dtype)
+    strided = _strided_nvshmem if api is NVSHMEM_API else _strided_rocshmem
+    return "\n".join(strided(node, layout, tname, pe))
+
+
+def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
+    _check_prepared(node)
+    inputs = {c: dace.pointer(sdfg.arrays[_edge(state, node, c, False).data.data].dtype) for c in ("_src",)}
+    for conn in ("_pe", "_signal"):
+        if conn in node.in_connectors:
+            inputs[conn] = sdfg.arrays[_edge(state, node, conn, False).data.data].dtype
+    outputs = {c: dace.pointer(sdfg.arrays[_edge(state, node, c, True).data.data].dtype) for c in node.out_connectors}
+    remote = [c for c in ("_dest", "_flag") if c in outputs]
+    return nodes.Tasklet(
+        node.label,
+        inputs,
+        outputs,
+        put_code(node, state, sdfg, api),
+        language=dace.Language.CPP,
+        location=location("block", node.block, remote),
+    )
+
+
+@library.expansion
+class ExpandPutmemNVSHMEM(ExpandTransformation):
+    environments = [NVSHMEM]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg, **kwargs):
+        return _expand(node, parent_state, parent_sdfg, NVSHMEM_API)
+
+
+@library.expansion
+class ExpandPutmemROCSHMEM(ExpandTransformation):
+    environments = [ROCSHMEM]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg, **kwargs):
+        return _expand(node, parent_state, parent_sdfg, ROCSHMEM_API)
+
+
+@library.node
+class Putmem(nodes.LibraryNode):
+    """Writes ``src`` (connector ``_src``) into ``dest`` (``_dest``) on PE ``pe``; with a signal, sets
+    ``flag`` (``_flag``) on that PE to ``signal`` after the data.
+
+    ``pe`` and ``signal`` are expressions (properties) or scalars in memory (connectors ``_pe``,
+    ``_signal``). ``blocking`` and ``block`` are decided by the communication passes.
+    """
+
+    implementations = {"NVSHMEM": ExpandPutmemNVSHMEM, "ROCSHMEM": ExpandPutmemROCSHMEM}
+    default_implementation = "NVSHMEM"
+
+    pe = SymbolicProperty(default=0, desc="target PE (an expression); unused with connector _pe")
+    signal = SymbolicProperty(default=0, desc="signal value (an expression); unused with connector _signal")
+    signalled = Property(dtype=bool, default=False, desc="whether the put sets a flag on the target")
+    blocking = Property(dtype=bool, default=True, desc="blocking put (source reusable on return) or _nbi")
+    block = Property(dtype=int, default=0, desc="thread block (modulo the grid) that issues the put")
+    prepared = Property(dtype=bool, default=False, desc="placed in a persistent kernel by PrepareCommunication")
+
+    def __init__(self, name, pe="0", signal="0", signalled=False, pe_in=False, signal_in=False, **kwargs):
+        inputs = {"_src"} | ({"_pe"} if pe_in else set()) | ({"_signal"} if signal_in else set())
+        outputs = {"_dest"} | ({"_flag"} if signalled else set())
+        super().__init__(name, inputs=inputs, outputs=outputs, **kwargs)
+        self.pe, self.signal, self.signalled = pe, signal, signalled
+
+    @property
+    def free_symbols(self) -> set[str]:
+        return super().free_symbols | expression_symbols(self.pe, self.signal)

@@ -1,0 +1,13 @@
+"""Multi-GPU stencils with GPU-initiated communication (``nvshmem.Putmem``/``SignalWait``).
+
+``jacobi_2d`` on a 2-D process grid (4 neighbours, east/west halos strided) and ``jacobi_3d`` split
+along its first axis (2 neighbours, contiguous halo planes), each in a plain form (halos put straight
+into the neighbours' halo rings) and an overlapped form (halo buffers, inner cells computed while the
+halos travel, waits at the end of the step). ``run`` executes one under ``mpirun`` and checks it
+against NumPy on the global domain; ``scaling`` times them on 1, 2, 4 and 8 GPUs.
+"""
+
+from . import jacobi_2d, jacobi_3d
+
+PROGRAMS = {"jacobi_2d": jacobi_2d, "jacobi_3d": jacobi_3d}
+FORMS = ("plain", "overlapped")

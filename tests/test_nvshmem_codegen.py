@@ -1,0 +1,229 @@
+"""CPU tests: GPU-initiated communication, from the Python call to the generated CUDA and HIP text.
+
+One program per expansion choice (``shmem_programs.py``): contiguous, signalled, strided, non-blocking
+vs blocking, concurrent blocks; plus the flag-to-region guards, symmetric placement and the errors.
+"""
+
+import dace
+import numpy as np
+import pytest
+import shmem_programs as sp
+from dace_cpufree.frontend import Putmem, SignalWait
+from dace_cpufree.transformations import PrepareCommunication
+from dace_cpufree.transformations.communication import relax_ordering
+from dace_cpufree.transformations.symmetric import SYMMETRIC_STORAGE
+
+import dace_cpufree
+from dace_cpufree import nvshmem
+
+
+def _kernel(program, backend="cuda") -> str:
+    code = dace_cpufree.generate_code(program, backend=backend)
+    return code[: code.index("// ---- host launcher")]
+
+
+def _tasklets(program, backend="cuda"):
+    sdfg = dace_cpufree.persistent_sdfg(program, backend=backend)
+    return [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and n.location]
+
+
+def _puts_and_blocking(program):
+    sdfg = program.to_sdfg(simplify=True)
+    relax_ordering(sdfg)
+    return [n.blocking for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]
+
+
+@pytest.mark.parametrize(
+    "backend, expected, absent",
+    [
+        ("cuda", "nvshmemx_putmem_block(_dest, _src, (size_t)(M) * sizeof(double), (int)(", "_nbi"),
+        ("hip", "rocshmem_putmem_wg(_dest, _src, (size_t)(M) * sizeof(double), (int)(", "_nbi"),
+    ],
+)
+def test_contiguous_put_rewritten_source_is_blocking(backend, expected, absent):
+    kernel = _kernel(sp.contiguous, backend)
+    assert expected in kernel
+    assert absent not in kernel and "signal" not in kernel
+    assert _puts_and_blocking(sp.contiguous) == [True]
+
+
+@pytest.mark.parametrize(
+    "backend, put, wait",
+    [
+        (
+            "cuda",
+            "nvshmemx_putmem_signal_nbi_block(_dest, _src, (size_t)(M) * sizeof(double), _flag, (uint64_t)(1), "
+            "NVSHMEM_SIGNAL_SET, (int)(py_mod((__cpufree_pe + 1), __cpufree_npes)));",
+            "nvshmem_signal_wait_until(_flag, NVSHMEM_CMP_GE, (uint64_t)(1));",
+        ),
+        (
+            "hip",
+            "rocshmem_putmem_signal_nbi_wg(_dest, _src, (size_t)(M) * sizeof(double), _flag, (uint64_t)(1), "
+            "ROCSHMEM_SIGNAL_SET, (int)(py_mod((__cpufree_pe + 1), __cpufree_npes)));",
+            "rocshmem_ulonglong_wait_until((unsigned long long *)_flag, ROCSHMEM_CMP_GE, (uint64_t)(1));",
+        ),
+    ],
+)
+def test_signalled_put_never_rewritten_is_nonblocking(backend, put, wait):
+    kernel = _kernel(sp.signalled_once, backend)
+    assert put in kernel and wait in kernel
+    assert kernel.index(put) < kernel.index(wait)
+    assert _puts_and_blocking(sp.signalled_once) == [False]
+    assert "quiet" not in kernel  # the end of the kernel completes it: no quiet needed
+
+
+def test_strided_put_is_iput_then_quiet_then_signal():
+    kernel = _kernel(sp.strided)
+    iput = kernel.index("nvshmem_double_iput(_dest + __do + __lo * (M), _src + __so + __lo * (M), (ptrdiff_t)(M)")
+    quiet = kernel.index("nvshmem_quiet();")
+    signal = kernel.index("nvshmemx_signal_op(_flag, (uint64_t)(t), NVSHMEM_SIGNAL_SET,")
+    assert iput < quiet < signal < kernel.index("nvshmem_signal_wait_until(_flag, NVSHMEM_CMP_GE, (uint64_t)(t));")
+    # the block's threads split the rows (and a single row into parts)
+    assert "for (long long __u = threadIdx.x; __u < __rows * __parts; __u += blockDim.x)" in kernel
+
+
+def test_strided_put_rocshmem_is_element_puts_then_quiet_then_atomic_signal():
+    kernel = _kernel(sp.strided, "hip")
+    assert "iput" not in kernel  # rocSHMEM has no strided put
+    element = kernel.index("rocshmem_double_p((double *)(_dest + __do), (double)_src[__so], (int)(")
+    quiet = kernel.index("rocshmem_quiet();")
+    signal = kernel.index("rocshmem_uint64_atomic_set(_flag, (uint64_t)(t), (int)(")
+    assert element < quiet < signal
+
+
+def test_concurrent_puts_run_on_different_blocks_block_cooperatively():
+    tasklets = _tasklets(sp.concurrent)
+    puts = [t for t in tasklets if t.label == "putmem"]
+    waits = [t for t in tasklets if t.label == "signal_wait"]
+    assert sorted(int(t.location["cpufree_block"]) for t in puts) == [0, 1, 2, 3]
+    assert {t.location["cpufree_executor"] for t in puts} == {"block"}
+    assert {t.location["cpufree_remote"] for t in puts} == {"_dest,_flag"}
+    assert [int(t.location["cpufree_block"]) for t in waits] == [0, 0, 0, 0]  # one thread waits for all
+    assert {t.location["cpufree_executor"] for t in waits} == {"thread"}
+    kernel = _kernel(sp.concurrent)
+    assert kernel.count("nvshmemx_putmem_signal_nbi_block(") == 2  # the two rows
+    assert kernel.count("nvshmem_double_iput(") == 2  # the two columns
+
+
+def test_nonblocking_puts_get_a_quiet_on_their_own_block_before_the_source_is_rewritten():
+    sdfg = sp.concurrent.to_sdfg(simplify=True)
+    assert _puts_and_blocking(sp.concurrent) == [False] * 4
+    PrepareCommunication("cuda").apply_pass(sdfg, {})
+    quiets = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and "quiet" in n.label]
+    puts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and n.label == "putmem"]
+    assert quiets and all("nvshmem_quiet();" in q.code.as_string for q in quiets)
+    assert {q.location["cpufree_block"] for q in quiets} == {p.location["cpufree_block"] for p in puts}
+
+
+def test_wait_writes_the_regions_its_flag_guards():
+    sdfg = sp.concurrent.to_sdfg(simplify=True)
+    guards = {}
+    for node, state in sdfg.all_nodes_recursive():
+        if isinstance(node, SignalWait):
+            flag = next(iter(state.in_edges_by_connector(node, "_flag"))).data
+            outs = {e.src_conn: str(e.data) for e in state.out_edges(node)}
+            guards[str(flag)] = sorted(v for k, v in outs.items() if k.startswith("_guard"))
+    assert guards == {
+        "flags[0]": ["A[0, 1:M - 1]"],
+        "flags[1]": ["A[N - 1, 1:M - 1]"],
+        "flags[2]": ["A[1:N - 1, 0]"],
+        "flags[3]": ["A[1:N - 1, M - 1]"],
+    }
+
+
+def test_communicated_arrays_are_placed_on_the_symmetric_heap():
+    sdfg = dace_cpufree.persistent_sdfg(sp.concurrent)
+    assert sdfg.arrays["A"].storage == SYMMETRIC_STORAGE
+    assert sdfg.arrays["flags"].storage == SYMMETRIC_STORAGE
+    assert dace.dtypes.StorageType.CPUFree_Symmetric is SYMMETRIC_STORAGE
+
+
+def test_pe_numbers_are_symbols_of_the_kernel():
+    source = dace_cpufree.kernel_source(sp.concurrent)
+    assert {"__cpufree_pe", "__cpufree_npes"} <= {a.name for a in source.args if a.kind == "symbol"}
+
+
+@pytest.mark.parametrize("backend", ["cuda", "hip"], ids=["nvshmem", "rocshmem"])  # "hip" alone would be a marker
+def test_launcher_initialises_shmem_and_launches_collectively(backend):
+    code = dace_cpufree.generate_code(sp.strided, backend=backend)
+    assert "#include <cpufree/runtime.cuh>\n#include <cpufree/shmem.cuh>" in code
+    for entry in ("cpufree_shmem_init", "cpufree_shmem_finalize", "cpufree_shmem_malloc", "cpufree_shmem_my_pe"):
+        assert f"{entry}(" in code
+    assert "CPUFREE_WORKSPACE_MALLOC(&cpufree_state.workspace, need)" in code
+    assert "CPUFREE_BEFORE_LAUNCH(" in code and "CPUFREE_AFTER_LAUNCH()" in code
+    # both libraries' entry points are in the text; the compiler's macros select one (cpufree/shmem.cuh)
+    assert "#if defined(CPUFREE_SHMEM_ROC)" in code and "rocshmem_init();" in code
+    assert "nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr)" in code
+    assert ("hipMemcpy(dst, src, n, hipMemcpyDefault)" in code) == (backend == "hip")
+
+
+@dace.program
+def _plain(A: dace.float64[10]):
+    A[:] = A + 1.0
+
+
+def test_programs_without_communication_are_unchanged():
+    code = dace_cpufree.generate_code(_plain)
+    assert "<cpufree/shmem.cuh>" not in code and "cpufree_shmem_init" not in code
+
+
+def test_debug_wait_is_in_the_text_and_enabled_by_the_environment(monkeypatch):
+    kernel = _kernel(sp.strided)
+    assert '#if defined(CPUFREE_WAIT_TIMEOUT_NS)\ncpufree::shmem::wait_or_trap(_flag, (uint64_t)(t), "flags[1]"' in (
+        "\n".join(line.strip() for line in kernel.splitlines())
+    )
+    from dace_cpufree.runtime.shmem_build import shmem_flags
+
+    monkeypatch.setenv("DACE_CPUFREE_WAIT_TIMEOUT_MS", "500")
+    flags, _ = shmem_flags("cuda", True)
+    assert "-DCPUFREE_WAIT_TIMEOUT_NS=500000000ull" in flags and "-rdc=true" in flags
+
+
+@pytest.mark.parametrize(
+    "program, match",
+    [
+        (sp.bad_shape, r"'src' A\[1, 0:M\] has shape \(M,\) but 'dest' A\[0, 1:M\] has shape \(M - 1,\)"),
+        (sp.bad_dtype, r"'src' B\[1, 0:M\] is float32? but 'dest' A\[0, 0:M\] is float64?|'src' .* is float"),
+        (sp.bad_flag_dtype, r"flag 'flags\[0\]' has dtype int64.*Fix: declare 'flags' as dace.uint64"),
+        (sp.bad_flag_scalar, r"flag 'flag' is not in symmetric memory.*Fix: make the flag an array"),
+    ],
+)
+def test_bad_arguments_name_the_problem_and_the_fix(program, match):
+    with pytest.raises(dace_cpufree.CommunicationError, match=match):
+        program.to_sdfg()
+
+
+def test_wait_inside_a_map_is_rejected():
+    with pytest.raises(dace_cpufree.NotPersistableError, match=r"inside map .* Fix: call nvshmem.SignalWait"):
+        dace_cpufree.persistent_sdfg(sp.wait_in_map)
+
+
+def test_expansion_outside_a_persistent_kernel_is_rejected():
+    sdfg = sp.signalled_once.to_sdfg(simplify=True)
+    node, state = next((n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, SignalWait))
+    with pytest.raises(dace_cpufree.NotPersistableError, match=r"only run inside a persistent kernel"):
+        node.expand(state)
+
+
+def test_calling_from_python_is_an_error():
+    with pytest.raises(dace_cpufree.CommunicationError, match="inside a @dace.program"):
+        nvshmem.Putmem(np.zeros(2), np.zeros(2), 0)
+
+
+def test_emulation_refuses_communicating_programs():
+    with pytest.raises(dace_cpufree.CpufreeError, match="host emulation cannot run"):
+        dace_cpufree.compile(sp.strided, backend="emulate")
+
+
+@pytest.mark.parametrize("npes", [1, 2, 4, 8])
+def test_tiles_cover_the_global_domain(npes):
+    from npbench_runs.multigpu import jacobi_2d, jacobi_3d
+
+    for module, n in ((jacobi_2d, 2 + 8 * 4), (jacobi_3d, 2 + 8 * 4)):
+        glob = module.initialize(n)[0]
+        out = np.zeros_like(glob)
+        out[...] = glob
+        out[(slice(1, -1),) * glob.ndim] = -1.0
+        for pe in range(npes):
+            module.place(out, module.tile(glob, pe, npes), pe, npes)
+        assert np.array_equal(out, glob)

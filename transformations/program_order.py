@@ -1,0 +1,82 @@
+"""What runs after a node: the states of an SDFG in program order, around enclosing loops.
+
+Used by the communication passes to find, from a put, the next write to its source and the next wait.
+Branches of a conditional are visited one after the other (either may run); loops wrap around once
+(the next iteration), then continue after the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import dace
+from dace.sdfg import nodes
+from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion, SDFGState
+
+
+def _order(region: ControlFlowRegion) -> list:
+    if region.number_of_nodes() == 0:
+        return []
+    seen, post = set(), []
+
+    def visit(b):
+        seen.add(b)
+        for s in region.successors(b):
+            if s not in seen:
+                visit(s)
+        post.append(b)
+
+    visit(region.start_block)
+    return list(reversed(post))
+
+
+def linear_states(region: ControlFlowRegion, loops: tuple = ()) -> list[tuple[SDFGState, tuple]]:
+    """Every state under ``region`` in program order, with the loops around it (outermost first)."""
+    out = []
+    for block in _order(region):
+        if isinstance(block, SDFGState):
+            out.append((block, loops))
+        elif isinstance(block, LoopRegion):
+            out += linear_states(block, loops + (block,))
+        elif isinstance(block, ConditionalBlock):
+            for _, body in block.branches:
+                out += linear_states(body, loops)
+        elif isinstance(block, ControlFlowRegion):
+            out += linear_states(block, loops)
+    return out
+
+
+def _span(states: list, loop) -> tuple[int, int]:
+    idx = [k for k, (_, loops) in enumerate(states) if loop in loops]
+    return idx[0], idx[-1]
+
+
+def nodes_after(sdfg: dace.SDFG, state: SDFGState, node: nodes.Node) -> Iterator[tuple[SDFGState, nodes.Node]]:
+    """``(state, node)`` pairs that may execute after ``node``, first ones first.
+
+    The rest of ``node``'s state (its descendants), the rest of the innermost loop body, the same body
+    again from its start (the next iteration), then outward loop by loop, then the rest of the program.
+    """
+    states = linear_states(sdfg)
+    i = next(k for k, (s, _) in enumerate(states) if s is state)
+    loops = states[i][1]
+    topo = list(dace.sdfg.utils.dfs_topological_sort(state))
+    after = {e.dst for e in state.dfs_edges(node)}
+    yield from ((state, n) for n in topo if n in after and n is not node)
+    lo, hi = i, i
+    for loop in reversed(loops):
+        a, b = _span(states, loop)
+        for k in list(range(hi + 1, b + 1)) + list(range(a, lo)):
+            yield from _all(states[k][0])
+        if lo == i == hi:
+            yield from ((state, n) for n in topo if n not in after and n is not node)
+        lo, hi = a, b
+    if not loops:
+        lo = hi = i
+    for k in range(hi + 1, len(states)):
+        yield from _all(states[k][0])
+
+
+def _all(state: SDFGState) -> Iterator[tuple[SDFGState, nodes.Node]]:
+    for n in dace.sdfg.utils.dfs_topological_sort(state):
+        yield state, n

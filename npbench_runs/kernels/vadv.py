@@ -83,13 +83,13 @@ def reference(utens_stage, u_stage, wcon, u_pos, utens, dtr_stage):
     ni, nj, nk = utens_stage.shape
     # Face velocities averaged onto the columns: wk[:, :, k] = 0.25 (wcon[i+1] + wcon[i]) at level k.
     wk = 0.25 * (wcon[1:] + wcon[:-1])
-    gav = np.zeros((ni, nj, nk))
-    gcv = np.zeros((ni, nj, nk))
+    gav = np.zeros_like(u_stage, shape=(ni, nj, nk))
+    gcv = np.zeros_like(u_stage, shape=(ni, nj, nk))
     gav[:, :, 1:] = -wk[:, :, 1:]
     gcv[:, :, :-1] = wk[:, :, 1:]
 
-    du_lo = np.zeros((ni, nj, nk))  # u[k-1] - u[k]
-    du_hi = np.zeros((ni, nj, nk))  # u[k+1] - u[k]
+    du_lo = np.zeros_like(u_stage, shape=(ni, nj, nk))  # u[k-1] - u[k]
+    du_hi = np.zeros_like(u_stage, shape=(ni, nj, nk))  # u[k+1] - u[k]
     du_lo[:, :, 1:] = u_stage[:, :, :-1] - u_stage[:, :, 1:]
     du_hi[:, :, :-1] = u_stage[:, :, 1:] - u_stage[:, :, :-1]
 

@@ -27,6 +27,7 @@ from dace_cpufree.errors import NotPersistableError
 from .context import KernelContext, is_view_edge
 from .expressions import INDEX_T, cexpr, range_extents, tasklet_code
 from .ir import Executor, Item
+from .loops import decode_flat, indent, nested_loops
 from .tiles import MAX_FUSED, tiled_map, tiled_reduction
 
 _WCR_OPS = {
@@ -42,10 +43,6 @@ def wcr_op(wcr: str) -> str:
     if kind not in _WCR_OPS:
         raise NotPersistableError(f"write-conflict resolution '{wcr}' is not a sum, product, min or max.")
     return f"cpufree::Op::{_WCR_OPS[kind]}"
-
-
-def _indent(lines: list[str], n: int = 1) -> list[str]:
-    return ["    " * n + line for line in lines]
 
 
 class ScopeWriter:
@@ -90,7 +87,7 @@ class ScopeWriter:
         return lines
 
     def sequential_map(self, entry: nodes.MapEntry) -> list[str]:
-        return _nested_loops(entry.map.params, list(entry.map.range), self.scope(entry))
+        return nested_loops(entry.map.params, list(entry.map.range), self.scope(entry))
 
     def tasklet(self, node: nodes.Tasklet) -> list[str]:
         ctx, state = self.ctx, self.state
@@ -112,7 +109,7 @@ class ScopeWriter:
             pre.append(f"{ctype.ctype} {conn};")
             post.append(self._write_output(node, edge, conn))
         body = tasklet_code(node, defined).splitlines()
-        return ["{"] + _indent(pre + body + post) + ["}"]
+        return ["{"] + indent(pre + body + post) + ["}"]
 
     def _bind_input(self, edge, ctype) -> str:
         memlet = edge.data
@@ -134,15 +131,6 @@ class ScopeWriter:
         if memlet.data in self.ctx.local or owns(memlet.subset, self.owned):
             return f"{target} = cpufree::combine<{op}>({target}, {conn});"
         return f"cpufree::atomic_combine<{op}>(&{target}, {conn});"
-
-
-def _nested_loops(params: list[str], ranges: list, body: list[str]) -> list[str]:
-    """Sequential ``for`` loops over ``ranges`` (inclusive ends, DaCe's convention) around ``body``."""
-    lines = []
-    for depth, (p, (b, e, s)) in enumerate(zip(params, ranges)):
-        lines.append("    " * depth + f"for ({INDEX_T} {p} = {cexpr(b)}; {p} <= {cexpr(e)}; {p} += {cexpr(s)}) {{")
-    depth = len(params)
-    return lines + _indent(body, depth) + ["    " * d + "}" for d in reversed(range(depth))]
 
 
 def owns(subset: subsets.Subset, params: list[str]) -> bool:
@@ -168,14 +156,7 @@ def _decode(index: str, params: list[str], ranges: list, tag: str = "") -> list[
 
     Extents are the variables ``__e{tag}{k}`` declared by :func:`_extents`.
     """
-    lines = [f"{INDEX_T} __r{tag} = {index};"]
-    for k in reversed(range(len(params))):
-        b, _, s = ranges[k]
-        digit = f"__r{tag}" if k == 0 else f"(__r{tag} % __e{tag}{k})"
-        lines.append(f"const {INDEX_T} {params[k]} = {cexpr(b)} + {digit} * ({cexpr(s)});")
-        if k > 0:
-            lines.append(f"__r{tag} /= __e{tag}{k};")
-    return lines
+    return decode_flat(index, f"__r{tag}", params, ranges, [f"__e{tag}{k}" for k in range(len(params))])
 
 
 def _extents(ranges, tag: str = "") -> list[str]:
@@ -188,13 +169,13 @@ def _extents(ranges, tag: str = "") -> list[str]:
 def _grid_stride(params, ranges, body: list[str], prologue=(), epilogue=(), per_warp: bool = False) -> list[str]:
     """``for`` over the product of ``ranges``, distributed over every thread (or warp) of the grid."""
     if not params:
-        return ["if (__tid == 0) {"] + _indent(list(prologue) + body + list(epilogue)) + ["}"]
+        return ["if (__tid == 0) {"] + indent(list(prologue) + body + list(epilogue)) + ["}"]
     lines = _extents(ranges) + list(prologue)
     if per_warp:
         lines.append(f"for ({INDEX_T} __f = __tid / warpSize; __f < __n; __f += __nthreads / warpSize) {{")
     else:
         lines.append(f"for ({INDEX_T} __f = __tid; __f < __n; __f += __nthreads) {{")
-    lines += _indent(_decode("__f", params, ranges) + body)
+    lines += indent(_decode("__f", params, ranges) + body)
     lines.append("}")
     lines += list(epilogue)
     return lines
@@ -261,7 +242,7 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
         work = _work(ctx, ranges)
         strategy = f"grid-wide reduction over {dims(red)}: warp shuffles, one atomic per warp"
     reads, writes = scope_accesses(ctx, state, entry)
-    code = ["{"] + _indent(code) + ["}"]
+    code = ["{"] + indent(code) + ["}"]
     return Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy)
 
 
@@ -359,7 +340,7 @@ def _register_reduction_body(ctx, state, entry, outputs, par, red, local) -> lis
         load.append(f"{ctype} {var} = {target};")
         store.append(f"{target} = {var};")
     body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
-    return load + _nested_loops(red, [ranges[params.index(p)] for p in red], body) + store
+    return load + nested_loops(red, [ranges[params.index(p)] for p in red], body) + store
 
 
 def _register_reduction(ctx, state, entry, outputs, par, red, local, per_warp: bool) -> list[str]:
@@ -370,29 +351,24 @@ def _register_reduction(ctx, state, entry, outputs, par, red, local, per_warp: b
     (coalesced), combining with shuffles; otherwise a thread owns each output.
     """
     params, ranges = list(entry.map.params), list(entry.map.range)
-    sinks, load, store, combine = {}, [], [], []
+    if not per_warp:
+        inner = _register_reduction_body(ctx, state, entry, outputs, par, red, local)
+        return _grid_stride(par, [ranges[params.index(p)] for p in par], inner)
+    sinks, load, combine = {}, [], []
     for e in outputs:
         var = ctx.fresh("acc")
         op = wcr_op(e.data.wcr)
         target = ctx.access(e.data.data, e.data.subset)
         ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
-        if per_warp:
-            sinks[(e.src, e.src_conn)] = (var, op, "__has")
-            load.append(f"{ctype} {var}{{}};")
-            combine.append(f"if (cpufree::warp_reduce<{op}>({var}, __has) && threadIdx.x % warpSize == 0)")
-            combine.append(f"    {target} = cpufree::combine<{op}>({target}, {var});")
-        else:
-            sinks[(e.src, e.src_conn)] = (var, op, None)
-            load.append(f"{ctype} {var} = {target};")
-            store.append(f"{target} = {var};")
+        sinks[(e.src, e.src_conn)] = (var, op, "__has")
+        load.append(f"{ctype} {var}{{}};")
+        combine.append(f"if (cpufree::warp_reduce<{op}>({var}, __has) && threadIdx.x % warpSize == 0)")
+        combine.append(f"    {target} = cpufree::combine<{op}>({target}, {var});")
     red_ranges = [ranges[params.index(p)] for p in red]
     body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
-    if per_warp:
-        inner = _extents(red_ranges, "r") + ["bool __has = false;"] + load
-        inner.append(f"for ({INDEX_T} __g = threadIdx.x % warpSize; __g < __nr; __g += warpSize) {{")
-        inner += _indent(_decode("__g", red, red_ranges, "r") + body + ["__has = true;"]) + ["}"] + combine
-    else:
-        inner = load + _nested_loops(red, red_ranges, body) + store
+    inner = _extents(red_ranges, "r") + ["bool __has = false;"] + load
+    inner.append(f"for ({INDEX_T} __g = threadIdx.x % warpSize; __g < __nr; __g += warpSize) {{")
+    inner += indent(_decode("__g", red, red_ranges, "r") + body + ["__has = true;"]) + ["}"] + combine
     return _grid_stride(par, [ranges[params.index(p)] for p in par], inner, per_warp=per_warp)
 
 
@@ -478,15 +454,15 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     block = int(str(location.get("cpufree_block", 0)))
     if kind == "leader" and block == 0:
         return Item(
-            f"tasklet {node.label}", ["if (__tid == 0) {"] + _indent(code) + ["}"], reads, writes, Executor.LEADER
+            f"tasklet {node.label}", ["if (__tid == 0) {"] + indent(code) + ["}"], reads, writes, Executor.LEADER
         )
     on_block = f"blockIdx.x == {block} % gridDim.x"
     if kind == "block":
-        code = [f"if ({on_block}) {{", "    __syncthreads();"] + _indent(code) + ["    __syncthreads();", "}"]
+        code = [f"if ({on_block}) {{", "    __syncthreads();"] + indent(code) + ["    __syncthreads();", "}"]
         strategy = f"all threads of block {block} (modulo the grid)"
         executor = Executor.BLOCK
     elif kind in ("thread", "leader"):
-        code = [f"if ({on_block} && threadIdx.x == 0) {{"] + _indent(code) + ["}"]
+        code = [f"if ({on_block} && threadIdx.x == 0) {{"] + indent(code) + ["}"]
         strategy = f"thread 0 of block {block} (modulo the grid)"
         executor = Executor.THREAD
     else:
@@ -549,20 +525,20 @@ def _copy(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list[str
 def sequential_copy(ctx: KernelContext, state: SDFGState, edge, owned: list[str]) -> list[str]:
     body, n = _copy(ctx, state, edge, "__c", owned)
     if n == "1":
-        return ["{"] + _indent(body) + ["}"]
-    return [f"for ({INDEX_T} __c = 0; __c < {n}; ++__c) {{"] + _indent(body) + ["}"]
+        return ["{"] + indent(body) + ["}"]
+    return [f"for ({INDEX_T} __c = 0; __c < {n}; ++__c) {{"] + indent(body) + ["}"]
 
 
 def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
     """A copy between two containers outside any map, as a grid-stride loop."""
     body, n = _copy(ctx, state, edge, "__f", None)
-    code = [f"for ({INDEX_T} __f = __tid; __f < {n}; __f += __nthreads) {{"] + _indent(body) + ["}"]
+    code = [f"for ({INDEX_T} __f = __tid; __f < {n}; __f += __nthreads) {{"] + indent(body) + ["}"]
     device = ctx.device
     reads = frozenset({edge.src.data} & device)
     writes = frozenset({edge.dst.data} & device)
     return Item(
         f"copy {edge.src.data} -> {edge.dst.data}",
-        ["{"] + _indent(code) + ["}"],
+        ["{"] + indent(code) + ["}"],
         reads,
         writes,
         work=n if not any(c.isalpha() for c in n.replace("long", "")) else None,
@@ -575,7 +551,7 @@ def _through_views(ctx: KernelContext, item: Item) -> Item:
     used = {n for n in item.reads | item.writes if n in ctx.views}
     if not used:
         return item
-    item.code = ["{"] + _indent(ctx.view_decls(used) + item.code) + ["}"]
+    item.code = ["{"] + indent(ctx.view_decls(used) + item.code) + ["}"]
     item.reads = frozenset(ctx.root(n) for n in item.reads)
     item.writes = frozenset(ctx.root(n) for n in item.writes)
     return item

@@ -14,12 +14,9 @@ indices are decoded once per iteration; outer dimensions beyond three run as seq
 from __future__ import annotations
 
 from .expressions import INDEX_T, cexpr, range_extents
+from .loops import decode_flat, indent, nested_loops
 
 MAX_FUSED = 3
-
-
-def _indent(lines: list[str], n: int = 1) -> list[str]:
-    return ["    " * n + line for line in lines]
 
 
 def _extent_decls(params, ranges, tag: str) -> list[str]:
@@ -27,23 +24,6 @@ def _extent_decls(params, ranges, tag: str) -> list[str]:
 
     extents = range_extents(subsets.Range(list(ranges)))
     return [f"const {INDEX_T} __x{tag}_{p} = {e};" for p, e in zip(params, extents)]
-
-
-def _for(p: str, rng) -> str:
-    b, e, s = rng
-    return f"for ({INDEX_T} {p} = {cexpr(b)}; {p} <= {cexpr(e)}; {p} += {cexpr(s)}) {{"
-
-
-def _decode_fused(params, ranges, tag: str, source: str) -> list[str]:
-    """Indices of the fused outer parameters from the flat index ``source``, last parameter fastest."""
-    lines = [f"{INDEX_T} __q{tag} = {source};"]
-    for k in reversed(range(len(params))):
-        p, (b, _, s) = params[k], ranges[k]
-        digit = f"__q{tag}" if k == 0 else f"(__q{tag} % __x{tag}_{p})"
-        lines.append(f"const {INDEX_T} {p} = {cexpr(b)} + {digit} * ({cexpr(s)});")
-        if k > 0:
-            lines.append(f"__q{tag} /= __x{tag}_{p};")
-    return lines
 
 
 def _tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | None = None) -> list[str]:
@@ -64,13 +44,11 @@ def _tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | 
         decode.append(f"const {INDEX_T} __k{tag} = __o{tag} % ({chunks});")
         if fused:
             decode.append(f"const {INDEX_T} __p{tag} = __o{tag} / ({chunks});")
-            decode += _decode_fused(fused, fused_ranges, tag, f"__p{tag}")
+            decode += decode_flat(f"__p{tag}", f"__q{tag}", fused, fused_ranges, [f"__x{tag}_{p}" for p in fused])
     elif fused:
-        decode = _decode_fused(fused, fused_ranges, tag, f"__o{tag}")
-    loop += _indent(decode + inner) + ["}"]
-    for p, rng in reversed(list(zip(seq, seq_ranges))):
-        loop = [_for(p, rng)] + _indent(loop) + ["}"]
-    return loop
+        decode = decode_flat(f"__o{tag}", f"__q{tag}", fused, fused_ranges, [f"__x{tag}_{p}" for p in fused])
+    loop += indent(decode + inner) + ["}"]
+    return nested_loops(seq, seq_ranges, loop)
 
 
 def with_tile(tile: int, want: str, body: list[str]) -> list[str]:
@@ -79,7 +57,7 @@ def with_tile(tile: int, want: str, body: list[str]) -> list[str]:
     ``tile`` is the largest tile (static when the extent is known at compile time, else 1024); the
     kernel takes the largest power of two up to it that ``want`` asks for and the block holds.
     """
-    lines = ["auto __step = [&](auto __tile) {"] + _indent(body) + ["};"]
+    lines = ["auto __step = [&](auto __tile) {"] + indent(body) + ["};"]
     return lines + [f"cpufree::with_tile<{tile or 1024}>({want}, __step);"]
 
 
@@ -96,7 +74,7 @@ def tiled_map(params, ranges, contiguous: str, tile: int, body: list[str], tag: 
         f"if (__l{tag} < {ext}) {{",
         f"    const {INDEX_T} {contiguous} = {cexpr(b)} + __l{tag} * ({cexpr(s)});",
     ]
-    lanes += _indent(body) + ["}"]
+    lanes += indent(body) + ["}"]
     want = f"cpufree::tile_for_map({ext})"
     chunks = f"({ext} + __tile.num_threads() - 1) / __tile.num_threads()"
     code = _extent_decls(params, ranges, tag)
@@ -112,14 +90,8 @@ def tiled_reduction(
     output, around the lane loop."""
     flat = " * ".join(f"__x{tag}_{p}" for p in red)
     lines = [f"for ({INDEX_T} __l{tag} = __tile.thread_rank(); __l{tag} < {flat}; __l{tag} += __tile.num_threads()) {{"]
-    decode = [f"{INDEX_T} __m{tag} = __l{tag};"]
-    for k in reversed(range(len(red))):
-        p, (b, _, s) = red[k], red_ranges[k]
-        digit = f"__m{tag}" if k == 0 else f"(__m{tag} % __x{tag}_{p})"
-        decode.append(f"const {INDEX_T} {p} = {cexpr(b)} + {digit} * ({cexpr(s)});")
-        if k > 0:
-            decode.append(f"__m{tag} /= __x{tag}_{p};")
-    lines += _indent(decode + body) + ["}"]
+    decode = decode_flat(f"__l{tag}", f"__m{tag}", red, red_ranges, [f"__x{tag}_{p}" for p in red])
+    lines += indent(decode + body) + ["}"]
     inner = list(prologue) + lines + list(epilogue)
     want = f"cpufree::tile_for_reduction(__x{tag}_{contiguous})"
     code = _extent_decls(list(par) + list(red), list(par_ranges) + list(red_ranges), tag)

@@ -54,6 +54,13 @@ class PersistentProgram:
         self._host_args = [a for a in source.args if a.kind != "workspace"]
         self._lib.cpufree_run.argtypes = [self._ctype(a) for a in self._host_args]
         self._shapes = {}  # symbol values -> {container: shape}, sympy evaluation is slow
+        # per call, only plain lookups: which symbol each array dimension carries, read off once
+        self._symbol_names = set(map(str, sdfg.symbols))
+        self._dims = {
+            name: [str(d) if dace.symbolic.issymbolic(d) and str(d) in self._symbol_names else None for d in desc.shape]
+            for name, desc in sdfg.arrays.items()
+            if isinstance(desc, dt.Array)
+        }
         self.last_kernel_ms = float("nan")
         self.launch_config = (0, 0)
         self._shmem = _attach_shmem(self._lib, source) if is_shmem_library(self._lib) else None
@@ -123,20 +130,11 @@ class PersistentProgram:
         return values
 
     def _infer_symbols(self, values: dict) -> dict:
-        names = self.__dict__.setdefault("_symbol_names", set(map(str, self.sdfg.symbols)))
-        symbols = {k: v for k, v in values.items() if k in names}
+        symbols = {k: v for k, v in values.items() if k in self._symbol_names}
         if self._shmem is not None:
             symbols.update({PE_SYMBOL: self._shmem.rank, N_PES_SYMBOL: self._shmem.size})
-        dims = self.__dict__.setdefault("_dims", {})  # name -> symbol name per dimension (None: not one)
         for name, value in values.items():
-            if name not in dims:
-                desc = self.sdfg.arrays.get(name)
-                dims[name] = (
-                    [str(d) if dace.symbolic.issymbolic(d) and str(d) in names else None for d in desc.shape]
-                    if isinstance(desc, dt.Array)
-                    else None
-                )
-            plan = dims[name]
+            plan = self._dims.get(name)  # the symbol each dimension carries (None: not one)
             if plan is not None and hasattr(value, "shape"):
                 if len(value.shape) != len(plan):
                     raise ArgumentError(

@@ -28,7 +28,8 @@ from .context import KernelContext, is_view_edge
 from .expressions import INDEX_T, cexpr, range_extents, tasklet_code
 from .ir import Executor, Item
 from .loops import decode_flat, indent, nested_loops
-from .tiles import MAX_FUSED, tiled_map, tiled_reduction
+from .rows import RowCandidate, RowForm
+from .tiles import MAX_FUSED, extent_decls, reduction_lanes, tiled_map, tiled_reduction
 
 _WCR_OPS = {
     dtypes.ReductionType.Sum: "Sum",
@@ -221,8 +222,9 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     local = _locals(ctx, state, entry)
     dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
     scheduled = _scheduled_map(ctx, state, entry, outputs, par, red, bool(reducible), local)
+    row = None
     if scheduled is not None:
-        code, work, strategy = scheduled
+        code, work, strategy, row = scheduled
     elif not reducible:
         body = local + ScopeWriter(ctx, state, params).scope(entry)
         code = _grid_stride(params, ranges, body)
@@ -243,7 +245,57 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
         strategy = f"grid-wide reduction over {dims(red)}: warp shuffles, one atomic per warp"
     reads, writes = scope_accesses(ctx, state, entry)
     code = ["{"] + indent(code) + ["}"]
-    return Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy)
+    item = Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy)
+    if row is None and not reducible and not any(e.data.wcr is not None for e in outputs):
+        row = _row_forms(ctx, state, entry, local)
+    item.row = _row_candidate(ctx, state, entry, row)
+    return item
+
+
+def _row_forms(ctx, state, entry, local) -> list[RowForm]:
+    """The ways a map without write conflicts runs within a row (for :mod:`rows`): lanes over its
+    contiguous parameter, the others indexing the row; or lane 0 alone, all its parameters the row."""
+    params, ranges = list(entry.map.params), list(entry.map.range)
+
+    def body():
+        return local + ScopeWriter(ctx, state, params).scope(entry)
+
+    forms = [RowForm(params, ranges, lambda: ["if (__tile.thread_rank() == 0) {"] + indent(body()) + ["}"])]
+    contiguous = contiguous_param(state, entry)
+    if contiguous is not None and len(params) >= 2:
+        k = params.index(contiguous)
+        b, _, s = ranges[k]
+        ext = range_extents(subsets.Range([ranges[k]]))[0]
+
+        def lanes():
+            return [
+                f"const {INDEX_T} __xl = {ext};",
+                f"for ({INDEX_T} __l = __tile.thread_rank(); __l < __xl; __l += __tile.num_threads()) {{",
+                f"    const {INDEX_T} {contiguous} = {cexpr(b)} + __l * ({cexpr(s)});",
+            ] + indent(body()) + ["}"]
+
+        outer = [p for p in params if p != contiguous]
+        forms.insert(0, RowForm(outer, [r for p, r in zip(params, ranges) if p != contiguous], lanes))
+    return forms
+
+
+def _row_candidate(ctx, state, entry, forms) -> RowCandidate | None:
+    """``forms`` with the device accesses inside the map (a view's as its container's, subset unknown:
+    it may be read, not written, by a row group), or ``None`` with copies that have two subsets."""
+    if not forms:
+        return None
+    accesses = []
+    for e in state.scope_subgraph(entry).edges():
+        memlet = e.data
+        if memlet.is_empty() or memlet.data is None or memlet.data not in ctx.device:
+            continue
+        if memlet.other_subset is not None:
+            return None
+        if memlet.data in ctx.views:
+            accesses.append((ctx.root(memlet.data), None))
+        else:
+            accesses.append((memlet.data, memlet.subset))
+    return RowCandidate(forms, accesses)
 
 
 def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local):
@@ -290,6 +342,21 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
             epilogue.append(f"if (__tile.thread_rank() == 0) {target} = cpufree::combine<{op}>({target}, {var});")
         body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
         red_order = [p for p in red if p != contiguous] + [contiguous]
+        red_ranges = [rng[p] for p in red_order]
+        row_lines = extent_decls(red_order, red_ranges, "") + reduction_lanes(
+            red_order, red_ranges, prologue, body, epilogue
+        )
+        extent = range_extents(subsets.Range([rng[contiguous]]))[0]
+        row = [
+            RowForm(
+                list(par),
+                [rng[p] for p in par],
+                lambda: row_lines,
+                reduction=True,
+                want=f"cpufree::tile_for_reduction({extent})",
+                bound=tile,
+            )
+        ]
         code, want = tiled_reduction(
             par,
             [rng[p] for p in par],
@@ -307,6 +374,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
         outer_work = _work(ctx, [rng[p] for p in par[-MAX_FUSED:]])
         work_ranges = [rng[p] for p in par[-MAX_FUSED:]] + [rng[contiguous]]
     elif len(space) >= 2 and contiguous in space:
+        row = None
         if reducible:
             code_inner = _register_reduction_body(ctx, state, entry, outputs, par, red, local)
             what = f", register reduction over {dims(red)}"
@@ -325,7 +393,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
     if known is not None and outer_work is not None:
         lanes = str(tile) if tile else f"cpufree::pow2_at_least({range_extents(subsets.Range([rng[contiguous]]))[0]})"
         work = f"({outer_work}) * ({lanes})"
-    return code, work, strategy
+    return code, work, strategy, row
 
 
 def _register_reduction_body(ctx, state, entry, outputs, par, red, local) -> list[str]:
@@ -552,6 +620,8 @@ def _through_views(ctx: KernelContext, item: Item) -> Item:
     if not used:
         return item
     item.code = ["{"] + indent(ctx.view_decls(used) + item.code) + ["}"]
+    if item.row is not None:
+        item.row.prelude = ctx.view_decls(used)
     item.reads = frozenset(ctx.root(n) for n in item.reads)
     item.writes = frozenset(ctx.root(n) for n in item.writes)
     return item

@@ -35,6 +35,7 @@ class Item:
     strategy: str = ""  # how the work is mapped to threads, for `dace-cpufree inspect`
     block: int = 0  # the block (modulo the grid) that runs a BLOCK or THREAD item; the leader's is 0
     regions: tuple = ()  # (container, "R"/"W", subset) of a BLOCK/THREAD item: finer than reads/writes
+    row: object = None  # how a map step can run row by row (``rows.RowCandidate``), for tile-local fusion
 
 
 @dataclass(eq=False)

@@ -12,6 +12,7 @@ from .dialect import Dialect
 from .expressions import kernel_symbols
 from .host import HOST_TEMPLATE, workspace_code
 from .lower import lower_sdfg
+from .rows import fuse_rows
 from .syncs import place_grid_syncs
 
 KERNEL_TEMPLATE = """\
@@ -135,6 +136,7 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
     """Generates kernel and launcher for an SDFG prepared by :func:`dace_cpufree.persistent_sdfg`."""
     ctx = KernelContext(sdfg)
     root = lower_sdfg(ctx)
+    fuse_rows(root)
     place_grid_syncs(root)
     kernel = f"cpufree_{sdfg.name}_kernel"
     args = ctx.args

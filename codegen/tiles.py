@@ -19,14 +19,14 @@ from .loops import decode_flat, indent, nested_loops
 MAX_FUSED = 3
 
 
-def _extent_decls(params, ranges, tag: str) -> list[str]:
+def extent_decls(params, ranges, tag: str) -> list[str]:
     from dace import subsets
 
     extents = range_extents(subsets.Range(list(ranges)))
     return [f"const {INDEX_T} __x{tag}_{p} = {e};" for p, e in zip(params, extents)]
 
 
-def _tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | None = None) -> list[str]:
+def tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | None = None) -> list[str]:
     """Sequential loops over the outer dimensions beyond three, around the tile-stride loop that
     fuses the (up to three) innermost outer dimensions and, with ``chunks``, the tile-sized chunks of
     the contiguous dimension (``__k{tag}``), so that few rows still spread over the whole grid."""
@@ -77,8 +77,8 @@ def tiled_map(params, ranges, contiguous: str, tile: int, body: list[str], tag: 
     lanes += indent(body) + ["}"]
     want = f"cpufree::tile_for_map({ext})"
     chunks = f"({ext} + __tile.num_threads() - 1) / __tile.num_threads()"
-    code = _extent_decls(params, ranges, tag)
-    code += with_tile(tile, want, _tile_stride(outer, outer_ranges, tag, lanes, chunks))
+    code = extent_decls(params, ranges, tag)
+    code += with_tile(tile, want, tile_stride(outer, outer_ranges, tag, lanes, chunks))
     return code, want
 
 
@@ -88,12 +88,18 @@ def tiled_reduction(
     """A tile per output (``par``); its lanes stride over the reduced space (``red``, flattened, the
     last parameter fastest) and combine with a tile reduction. ``prologue``/``epilogue`` run per
     output, around the lane loop."""
+    inner = reduction_lanes(red, red_ranges, prologue, body, epilogue, tag)
+    want = f"cpufree::tile_for_reduction(__x{tag}_{contiguous})"
+    code = extent_decls(list(par) + list(red), list(par_ranges) + list(red_ranges), tag)
+    code += with_tile(tile, want, tile_stride(list(par), list(par_ranges), tag, inner))
+    return code, want
+
+
+def reduction_lanes(red, red_ranges, prologue, body, epilogue, tag: str = "") -> list[str]:
+    """What one tile runs for one output: ``prologue``, its lanes striding over the reduced space
+    (flattened, the last parameter fastest; extents ``__x{tag}_{p}``), then ``epilogue``."""
     flat = " * ".join(f"__x{tag}_{p}" for p in red)
     lines = [f"for ({INDEX_T} __l{tag} = __tile.thread_rank(); __l{tag} < {flat}; __l{tag} += __tile.num_threads()) {{"]
     decode = decode_flat(f"__l{tag}", f"__m{tag}", red, red_ranges, [f"__x{tag}_{p}" for p in red])
     lines += indent(decode + body) + ["}"]
-    inner = list(prologue) + lines + list(epilogue)
-    want = f"cpufree::tile_for_reduction(__x{tag}_{contiguous})"
-    code = _extent_decls(list(par) + list(red), list(par_ranges) + list(red_ranges), tag)
-    code += with_tile(tile, want, _tile_stride(list(par), list(par_ranges), tag, inner))
-    return code, want
+    return list(prologue) + lines + list(epilogue)

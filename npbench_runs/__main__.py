@@ -1,6 +1,7 @@
 """``python -m npbench_runs {run,report,list}``: NPBench-style benchmark of the kernels in npbench_runs/kernels.
 
 python -m npbench_runs run --preset S [--kernels K ...] [--frameworks F ...] [--repeat N] [--db FILE] [--jobs J]
+                           [--budget SECONDS] [--timeout SECONDS] [--skip-done] [--stop-after SECONDS]
 python -m npbench_runs report --db FILE --preset S --out DIR
 python -m npbench_runs list
 """
@@ -36,7 +37,24 @@ def main(argv=None) -> int:
     r.add_argument(
         "--cache", help="cache of builds and references (default $NPBENCH_RUNS_CACHE or ~/.cache/npbench_runs)"
     )
-    r.add_argument("--timeout", type=float, default=900.0, help="seconds one framework may take on one kernel")
+    r.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="seconds one framework may take on one kernel (load, upload, runs); then its error is stored (900)",
+    )
+    r.add_argument(
+        "--budget",
+        type=float,
+        help="seconds of runs per kernel and framework: the repeats stop once spent (the first run validated, "
+        "at least one timed run after it unless the first alone took the budget); default: all --repeat runs",
+    )
+    r.add_argument(
+        "--skip-done", action="store_true", help="leave out (kernel, framework) pairs that have a row in --db already"
+    )
+    r.add_argument(
+        "--stop-after", type=float, help="seconds after which no further kernel starts (resume with --skip-done)"
+    )
     r.add_argument("--no-isolate", action="store_true", help="time in this process (no crash/timeout protection)")
     r.add_argument("--compile-only", action="store_true", help="run the build phase only")
     r.add_argument("--progress", choices=("auto", "rich", "tqdm", "plain"), default="auto")
@@ -68,6 +86,9 @@ def main(argv=None) -> int:
             isolate=not args.no_isolate,
             compile_only=args.compile_only,
             ui_kind=args.progress,
+            budget=args.budget,
+            skip_done=args.skip_done,
+            stop_after=args.stop_after,
         )
         return 0
     if args.command == "report":

@@ -3,7 +3,9 @@
 From the newest row of each (kernel, framework) of the preset in the SQLite file:
 
 * ``DIR/report_<preset>.md``: median time per framework with validation marks, speedup of each
-  framework over the baseline (``dace_pure``, the paper's DaCe-Pure) with geomeans, compile times, errors;
+  framework over the baseline (``dace_pure``, the paper's DaCe-Pure) with geomeans, compile times, the
+  cells whose repeats the time budget cut short (†), errors; the header names the runs and the commits
+  (``not recorded`` for rows written without one);
 * ``DIR/speedup_<preset>_blas.png``, ``..._iterative.png``, ``..._others.png``: speedup bars over the
   baseline per kernel, one plot per category, each ending in the geomean per framework (the
   paper's Fig. 3-5). A speedup needs both the framework and the baseline validated.
@@ -106,9 +108,23 @@ def _speed(v) -> str:
     return f"{v:.3g}x" if v < 1000 else f"{v:.0f}x"
 
 
+def short_commit(commit: str | None) -> str:
+    """``abcdef123456`` or ``abcdef123456-dirty`` from a full one; "not recorded" where none was stored."""
+    if not commit:
+        return "not recorded"
+    head, dirty = (commit[: -len("-dirty")], "-dirty") if commit.endswith("-dirty") else (commit, "")
+    return head[:12] + dirty
+
+
+def shortened(row: dict | None) -> bool:
+    """True where the time budget stopped the repeats before ``--repeat`` timed runs."""
+    target = (row or {}).get("repeat_target")
+    return bool(row and row.get("median_ms") is not None and target and (row.get("repeat") or 0) < target)
+
+
 def markdown(table: Table, preset: str, rows: list[dict]) -> str:
     gpus = sorted({r.get("gpu") or "?" for r in rows})
-    commits = sorted({(r.get("git_commit") or "?")[:12] for r in rows})
+    commits = sorted({short_commit(r.get("git_commit")) for r in rows})
     runs = sorted({r.get("run_id") or "?" for r in rows})
     fws = table.frameworks
     out = [
@@ -117,7 +133,8 @@ def markdown(table: Table, preset: str, rows: list[dict]) -> str:
         f"GPU: {', '.join(gpus)}; runs: {', '.join(runs)}; commit: {', '.join(commits)}.",
         "",
         "Median wall time in ms over the timed runs (inputs on the device, device synchronised).",
-        "✓ validated against NumPy, ✗ ran but did not validate, ⚠ failed (see Errors), blank: not run.",
+        "✓ validated against NumPy, ✗ ran but did not validate, ⚠ failed (see Errors), blank: not run;",
+        "† fewer timed runs than asked for (time budget, see Timed runs).",
         "",
         "| kernel | category | " + " | ".join(LABELS.get(f, f) for f in fws) + " |",
         "|---|---|" + "---|" * len(fws),
@@ -131,7 +148,8 @@ def markdown(table: Table, preset: str, rows: list[dict]) -> str:
             elif r.get("median_ms") is None:
                 cells.append("⚠")
             else:
-                cells.append(f"{r['median_ms']:.3f} {'✓' if r.get('validated') else '✗'}")
+                mark = "✓" if r.get("validated") else "✗"
+                cells.append(f"{r['median_ms']:.3f} {mark}" + (" †" if shortened(r) else ""))
         out.append(f"| {k} | {CATEGORIES[category(k)][0]} | " + " | ".join(cells) + " |")
 
     base = table.baseline
@@ -170,6 +188,7 @@ def markdown(table: Table, preset: str, rows: list[dict]) -> str:
                 f"| {k} | " + " | ".join(_fmt(table.rows.get((k, f), {}).get("compile_s"), 1) for f in built) + " |"
             )
 
+    out += _timed_runs(table)
     errors = [
         (k, f, table.rows[(k, f)]["error"])
         for k in table.kernels
@@ -182,6 +201,24 @@ def markdown(table: Table, preset: str, rows: list[dict]) -> str:
             text = " ".join(e.split())
             out.append(f"- **{k}** / `{f}`: {text[:400]}{'…' if len(text) > 400 else ''}")
     return "\n".join(out) + "\n"
+
+
+def _timed_runs(table: Table) -> list[str]:
+    """The cells whose repeats the time budget cut short, with the number of timed runs."""
+    cut = [
+        (k, f, table.rows[(k, f)]) for k in table.kernels for f in table.frameworks if shortened(table.rows.get((k, f)))
+    ]
+    if not cut:
+        return []
+    out = ["", "## Timed runs", "", "Cells marked † (median and minimum over the runs that fit the time budget):", ""]
+    for k, f, r in cut:
+        budget = f"budget {r['budget_s']:g} s" if r.get("budget_s") is not None else "no budget"
+        if r.get("repeat"):
+            runs = f"{r['repeat']} of {r['repeat_target']} timed runs"
+        else:
+            runs = f"the validated first run only ({r.get('first_ms') or r['median_ms']:.1f} ms)"
+        out.append(f"- **{k}** / `{f}`: {runs} ({budget})")
+    return out
 
 
 def plot(table: Table, key: str, preset: str, path: Path) -> None:
@@ -224,7 +261,9 @@ def plot(table: Table, key: str, preset: str, path: Path) -> None:
             ax.text(xs[-1], max(gm, 1.0), _speed(gm), ha="center", va="bottom", fontsize=7, rotation=90)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
-    low = min([table.speedup(k, f) or 1.0 for k in ks for f in fws] + [table.geomean(f, ks) or 1.0 for f in fws])
+    low = min(
+        [table.speedup(k, f) or 1.0 for k in ks for f in fws] + [table.geomean(f, ks) or 1.0 for f in fws], default=1.0
+    )
     ax.set_ylim(min(0.5, low / 2.0), top * 6.0)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, rotation=30, ha="right")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import sqlite3
@@ -25,15 +26,21 @@ COLUMNS = {
     "host": "TEXT",
     "median_ms": "REAL",
     "min_ms": "REAL",
-    "repeat": "INTEGER",
+    "repeat": "INTEGER",  # timed runs that ran (0: the budget was spent by the first run, whose time is given)
+    "repeat_target": "INTEGER",  # timed runs asked for (--repeat)
+    "budget_s": "REAL",  # time budget of the runs of one (kernel, framework); NULL: none
+    "first_ms": "REAL",  # the validated first run
     "compile_s": "REAL",  # time of a fresh build (kept from the run that built it when cached)
     "compile_cached": "INTEGER",  # 1: this run loaded an existing build
     "validated": "INTEGER NOT NULL",  # 1: the first run's outputs matched NumPy within RTOL/ATOL
     "error": "TEXT",  # compile error, exception, validation failure, crash or timeout; empty if none
     "kernel_ms": "REAL",  # ours: device-event time of the last kernel
     "grid": "TEXT",  # ours: grid x block of the last launch
-    "git_commit": "TEXT",  # of this repository; "-dirty" when tracked files were modified
+    "git_commit": "TEXT",  # of this repository ("-dirty": tracked files modified), else $DACE_CPUFREE_COMMIT
 }
+
+#: Where the commit comes from when the harness runs without ``.git`` (a copy on a GPU host).
+COMMIT_ENV = "DACE_CPUFREE_COMMIT"
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -82,11 +89,43 @@ def latest(conn: sqlite3.Connection, preset: str, gpu: str | None = None, run_id
     return [dict(r) for r in conn.execute(query, args)]
 
 
+def done_pairs(conn: sqlite3.Connection, preset: str) -> set[tuple[str, str]]:
+    """The (kernel, framework) pairs with a row of ``preset`` (errors included: a timeout is not retried)."""
+    return {
+        (r["kernel"], r["framework"])
+        for r in conn.execute("SELECT kernel, framework FROM results WHERE preset = ?", (preset,))
+    }
+
+
+def copy(src: str | Path, dst: str | Path) -> None:
+    """A consistent copy of the database (SQLite's backup; a journal left by a killed writer is rolled back)."""
+    source = sqlite3.connect(src)
+    target = sqlite3.connect(dst)
+    with target:
+        source.backup(target)
+    target.close()
+    source.close()
+
+
 def git_commit() -> str:
+    """This repository's commit, ``-dirty`` when tracked files were modified; else ``$DACE_CPUFREE_COMMIT``.
+
+    A copy of the tree without ``.git`` (the GPU host gets one) cannot ask git: whoever starts the run
+    there passes the commit in the environment. ``""`` when neither is known.
+    """
+    return _git_head() or os.environ.get(COMMIT_ENV, "").strip()
+
+
+def _git_head() -> str:
     git = shutil.which("git")
     if git is None:
         return ""
     try:
+        top = subprocess.run(
+            [git, "rev-parse", "--show-toplevel"], cwd=REPO, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        if not top or Path(top).resolve() != REPO:  # no repository, or one around a copy of this tree
+            return ""
         head = subprocess.run(
             [git, "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
         ).stdout.strip()

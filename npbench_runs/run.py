@@ -6,90 +6,42 @@ Three phases, NPBench's timing rules:
    and NumPy's reference outputs of each (kernel, preset) are computed and saved (``np.savez``) in
    the cache. Builds persist on disk (see :mod:`npbench_runs.frameworks`), so this phase costs
    nothing the second time.
-2. **Timing** (serial, one process per kernel unless ``--no-isolate``): each framework loads its
-   build, uploads the inputs once, runs once on a fresh copy (outputs validated against the cached
-   NumPy reference with the kernel's RTOL/ATOL), then ``--repeat`` timed runs, each on a fresh
-   device-side copy of the inputs (copy not timed; the device is synchronised before the clock
-   stops). Median and minimum are stored; the compile time comes from phase 1.
+2. **Timing** (serial, one process per kernel unless ``--no-isolate``, see :mod:`npbench_runs.worker`):
+   each framework loads its build, uploads the inputs once, runs once on a fresh copy (outputs
+   validated against the cached NumPy reference with the kernel's RTOL/ATOL, time kept as
+   ``first_ms``), then up to ``--repeat`` timed runs, each on a fresh device-side copy of the inputs
+   (copy not timed; the device is synchronised before the clock stops), fewer when ``--budget``
+   seconds are spent. Median and minimum over the timed runs are stored with their number; the
+   compile time comes from phase 1.
 3. Every result goes to the SQLite file (``--db``) as soon as it exists; a framework that fails
-   (build error, exception, validation failure, crash, timeout) gets its error stored and the run goes on.
+   (build error, exception, validation failure, crash, ``--timeout``) gets its error stored and the
+   run goes on.
 
 A kernel's worker process that crashes (a sticky CUDA error, a segfault) or passes ``--timeout``
-is replaced by a fresh one for the frameworks still to do.
+is replaced by a fresh one for the frameworks still to do. One study may be split over several
+invocations that append to one ``--db`` (kernels in groups; ``--skip-done`` leaves out what is
+there, ``--stop-after`` starts no kernel after that many seconds); ``report`` renders it at the end.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
-import queue
-import re
-import statistics
-import subprocess
 import sys
-import threading
 import time
-import traceback
 import uuid
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
-import numpy as np
-
 from npbench_runs import frameworks as fw_mod
 from npbench_runs import results
 from npbench_runs.progress import progress
+from npbench_runs.references import compute_reference, kernels, load_reference, reference_path
+from npbench_runs.worker import error_text, run_isolated, time_kernel
 
-PROTOCOL = "@@npbench "
-
-
-def kernels():
-    from npbench_runs.kernels import KERNELS
-
-    return KERNELS
-
-
-# ----------------------------------------------------------------------------------------- references
-
-
-def reference_path(module, preset: str) -> Path:
-    params = json.dumps(module.PRESETS[preset], sort_keys=True)
-    key = fw_mod.module_digest(module, preset, params, np.__version__)
-    return fw_mod.cache_root() / "references" / f"{module.NAME}-{preset}-{key}.npz"
-
-
-def compute_reference(kernel: str, preset: str) -> dict:
-    """NumPy's outputs of ``kernel`` at ``preset``, saved in the cache (no-op when there already)."""
-    module = kernels()[kernel]
-    path = reference_path(module, preset)
-    if path.exists():
-        return {"kernel": kernel, "cached": True, "seconds": 0.0}
-    args = module.initialize(**module.PRESETS[preset])
-    t0 = time.perf_counter()
-    ret = module.reference(**args)
-    seconds = time.perf_counter() - t0
-    outs = {}
-    for name in module.OUTPUTS:
-        value = ret if name == "__return" else args[name]
-        if value is None:
-            raise ValueError(f"{kernel}: the reference produced no '{name}'")
-        outs[name] = np.asarray(value)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
-    np.savez(tmp, **outs)
-    os.replace(tmp, path)
-    return {"kernel": kernel, "cached": False, "seconds": seconds}
-
-
-def load_reference(module, preset: str) -> dict:
-    path = reference_path(module, preset)
-    if not path.exists():
-        compute_reference(module.NAME, preset)
-    with np.load(path) as data:
-        return {k: data[k] for k in data.files}
+__all__ = ["compute_reference", "kernels", "load_reference", "reference_path", "run", "build_phase"]
 
 
 # ------------------------------------------------------------------------------------------- building
@@ -201,183 +153,43 @@ def build_phase(kernel_names, framework_names, preset, jobs, ui_kind, log_dir: P
     return builds
 
 
-# ---------------------------------------------------------------------------------------------- timing
-
-
-def error_text(err: BaseException, limit: int = 2000) -> str:
-    """The exception's first line, and for long (compiler) messages the lines that name an error."""
-    lines = f"{type(err).__name__}: {err}".strip().splitlines() or [type(err).__name__]
-    if len(lines) > 12:
-        marked = [ln.strip() for ln in lines[1:] if re.search(r"\berror\b|fatal|failed|undefined", ln, re.I)]
-        lines = [lines[0], *marked[:12]] if marked else lines[:12]
-    return "\n".join(lines)[:limit]
-
-
-def validate(module, args, ret, ref: dict, framework) -> tuple[bool, str]:
-    problems = []
-    for name in module.OUTPUTS:
-        got = framework.to_host(ret if name == "__return" else args.get(name))
-        want = ref[name]
-        if got is None:
-            problems.append(f"{name}: no output")
-            continue
-        got = np.asarray(got)
-        if got.shape != want.shape:
-            problems.append(f"{name}: shape {got.shape}, expected {want.shape}")
-        elif not np.allclose(got, want, rtol=module.RTOL, atol=module.ATOL, equal_nan=True):
-            diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-            problems.append(f"{name}: max |diff| {np.nanmax(diff):.3g} (rtol {module.RTOL:g}, atol {module.ATOL:g})")
-    if problems:
-        return False, "validation failed: " + "; ".join(problems)
-    return True, ""
-
-
-def time_kernel(spec: dict, emit) -> None:
-    """Times one kernel on each of ``spec["frameworks"]``; calls ``emit(event)`` for each start and result."""
-    module = kernels()[spec["kernel"]]
-    preset, repeat = spec["preset"], int(spec["repeat"])
-    host_args = module.initialize(**module.PRESETS[preset])
-    ref = load_reference(module, preset)
-    for name in spec["frameworks"]:
-        emit({"event": "start", "framework": name})
-        row = {"kernel": module.NAME, "framework": name, "validated": False, "error": "", "repeat": repeat}
-        prior = spec.get("builds", {}).get(name)
-        if prior:
-            row["compile_s"], row["compile_cached"] = prior.get("compile_s"), prior.get("cached")
-        fw = dev = args = None
-        try:
-            fw = fw_mod.get(name)
-            row["framework_version"] = fw.version()
-            if prior and prior.get("error"):
-                raise RuntimeError(f"build failed: {prior['error']}")
-            if fw.needs_build and not prior:
-                info = fw.build(module)
-                row["compile_s"], row["compile_cached"] = info["compile_s"], info["cached"]
-            fn = fw.prepare(module)
-            dev = fw.to_device(host_args)
-            args = fw.copy(dev)
-            fw.synchronize()
-            ret = fn(**args)
-            fw.synchronize()
-            row["validated"], row["error"] = validate(module, args, ret, ref, fw)
-            del ret
-            times = []
-            for _ in range(repeat):
-                args = fw.copy(dev)
-                fw.synchronize()
-                t0 = time.perf_counter()
-                fn(**args)
-                fw.synchronize()
-                times.append(time.perf_counter() - t0)
-            if times:
-                row["median_ms"] = statistics.median(times) * 1e3
-                row["min_ms"] = min(times) * 1e3
-            row.update(fw.details(fn))
-        except Exception as err:  # a failing framework is recorded, the run goes on
-            row["error"] = (row["error"] + "; " if row["error"] else "") + error_text(err)
-            traceback.print_exc(limit=4, file=sys.stderr)
-        finally:
-            del dev, args
-            if fw is not None:
-                fw.release()
-        emit({"event": "result", "row": row})
-
-
-def worker_main() -> int:
-    """``python -m npbench_runs.run --worker``: the spec comes on stdin, events go out on stdout."""
-    spec = json.loads(sys.stdin.read())
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # everything else (DaCe, nvcc, C libraries) goes to stderr, i.e. the log
-    sys.stdout = sys.stderr
-
-    def emit(event):
-        proto.write(PROTOCOL + json.dumps(event, default=_jsonable) + "\n")
-        proto.flush()
-
-    try:
-        time_kernel(spec, emit)
-    except Exception as err:  # the kernel itself failed (inputs, reference): no framework can run it
-        traceback.print_exc(file=sys.stderr)
-        emit({"event": "fatal", "error": error_text(err)})
-    return 0
-
-
-def _jsonable(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    return str(value)
-
-
-def _tail(path: Path, lines: int = 8) -> str:
-    try:
-        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])[-1500:]
-    except OSError:
-        return ""
-
-
-def run_isolated(spec: dict, emit, timeout: float, log: Path) -> None:
-    """Runs :func:`time_kernel` in fresh processes; a crash or timeout costs one framework, not the kernel."""
-    remaining = list(spec["frameworks"])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(results.REPO), env.get("PYTHONPATH", "")) if p)
-    work = fw_mod.cache_root() / "work"
-    work.mkdir(parents=True, exist_ok=True)
-    while remaining:
-        with open(log, "a") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "npbench_runs.run", "--worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-                cwd=work,
-                env=env,
-            )
-        proc.stdin.write(json.dumps({**spec, "frameworks": remaining}))
-        proc.stdin.close()
-        lines: queue.Queue = queue.Queue()
-
-        def reader(stream=proc.stdout, lines=lines):
-            for line in stream:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=reader, daemon=True).start()
-        current, started, fatal, killed = None, time.monotonic(), None, None
-        while True:
-            try:
-                line = lines.get(timeout=1.0)
-            except queue.Empty:
-                line = ""
-            if line is None:
-                break
-            if line.startswith(PROTOCOL):
-                event = json.loads(line[len(PROTOCOL) :])
-                if event["event"] == "start":
-                    current, started = event["framework"], time.monotonic()
-                elif event["event"] == "result":
-                    emit(event)
-                    remaining.remove(event["row"]["framework"])
-                    current = None
-                elif event["event"] == "fatal":
-                    fatal = event["error"]
-            if killed is None and current is not None and time.monotonic() - started > timeout:
-                proc.kill()
-                killed = f"timeout: no result after {timeout:.0f} s (process killed)"
-        rc = proc.wait()
-        if fatal is not None or (current is None and remaining):
-            # the kernel failed before any framework, or the process died between frameworks
-            reason = fatal or f"worker exited with status {rc} before running this framework: {_tail(log)}"
-            for name in remaining:
-                emit({"event": "result", "row": {"kernel": spec["kernel"], "framework": name, "error": reason}})
-            return
-        if current is not None:
-            reason = killed or f"crashed (exit status {rc}): {_tail(log)}"
-            emit({"event": "result", "row": {"kernel": spec["kernel"], "framework": current, "error": reason}})
-            remaining.remove(current)
-
-
 # ------------------------------------------------------------------------------------------------- main
+
+
+def _check_names(ks: dict, kernel_names: list[str], framework_names: list[str], preset: str) -> None:
+    for k in kernel_names:
+        if k not in ks:
+            raise SystemExit(f"unknown kernel {k!r}; known: {' '.join(sorted(ks))}")
+    for name in framework_names:
+        if name not in fw_mod.FRAMEWORKS:
+            raise SystemExit(f"unknown framework {name!r}; known: {' '.join(sorted(fw_mod.FRAMEWORKS))}")
+    missing = [k for k in kernel_names if preset not in ks[k].PRESETS]
+    if missing:
+        raise SystemExit(f"no preset {preset!r} in: {' '.join(missing)}")
+
+
+def _to_do(db, preset: str, kernel_names: list[str], framework_names: list[str], skip_done: bool) -> dict:
+    """``{kernel: [frameworks]}`` still to time: all, or (``skip_done``) those without a row in ``db``."""
+    done = set()
+    if skip_done and Path(db).exists():
+        conn = results.connect(db)
+        done = results.done_pairs(conn, preset)
+        conn.close()
+    todo = {k: [f for f in framework_names if (k, f) not in done] for k in kernel_names}
+    skipped = sum(len(framework_names) - len(fs) for fs in todo.values())
+    if skipped:
+        print(f"skipping {skipped} (kernel, framework) pairs already in {db}", flush=True)
+    return {k: fs for k, fs in todo.items() if fs}
+
+
+def _start(preset: str) -> tuple[dict, Path]:
+    """A new run id, the columns every row of this run shares, and the run's log folder."""
+    run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    log_dir = fw_mod.cache_root() / "logs" / run_id
+    log_dir.mkdir(parents=True, exist_ok=True)
+    common = {"run_id": run_id, "preset": preset, "gpu": results.gpu_name(), "host": results.host()}
+    common["git_commit"] = results.git_commit()
+    return common, log_dir
 
 
 def run(
@@ -392,53 +204,70 @@ def run(
     isolate: bool = True,
     compile_only: bool = False,
     ui_kind: str = "auto",
+    budget: float | None = None,
+    skip_done: bool = False,
+    stop_after: float | None = None,
 ) -> str:
-    """Runs the benchmark; returns the run id of the rows it appended to ``db``."""
+    """Runs the benchmark; returns the run id of the rows it appended to ``db``.
+
+    :param budget: seconds of runs per (kernel, framework) after which the repeats stop (None: all
+                   ``repeat`` runs); see :mod:`npbench_runs.worker` for the exact rule.
+    :param skip_done: leave out the (kernel, framework) pairs that already have a row of ``preset`` in
+                      ``db`` (a run split over several invocations, or one resumed after it was killed).
+    :param stop_after: seconds after which no further kernel starts (the kernels left are printed;
+                       run them later with ``skip_done``).
+    """
+    t0 = time.perf_counter()
     if cache is not None:
         os.environ["NPBENCH_RUNS_CACHE"] = str(Path(cache).resolve())
     ks = kernels()
     kernel_names = list(kernel_names or ks)
     framework_names = list(framework_names or fw_mod.DEFAULT_FRAMEWORKS)
-    for k in kernel_names:
-        if k not in ks:
-            raise SystemExit(f"unknown kernel {k!r}; known: {' '.join(sorted(ks))}")
-    for name in framework_names:
-        if name not in fw_mod.FRAMEWORKS:
-            raise SystemExit(f"unknown framework {name!r}; known: {' '.join(sorted(fw_mod.FRAMEWORKS))}")
-    missing = [k for k in kernel_names if preset not in ks[k].PRESETS]
-    if missing:
-        raise SystemExit(f"no preset {preset!r} in: {' '.join(missing)}")
+    _check_names(ks, kernel_names, framework_names, preset)
+    todo = {k: framework_names for k in kernel_names}
+    if not compile_only:
+        todo = _to_do(db, preset, kernel_names, framework_names, skip_done)
     jobs = min(16, os.cpu_count() or 1) if jobs is None else jobs
-    run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
-    log_dir = fw_mod.cache_root() / "logs" / run_id
-    log_dir.mkdir(parents=True, exist_ok=True)
-    common = {
-        "run_id": run_id,
-        "preset": preset,
-        "gpu": results.gpu_name(),
-        "host": results.host(),
-        "git_commit": results.git_commit(),
-    }
+    common, log_dir = _start(preset)
+    run_id = common["run_id"]
     print(
-        f"run {run_id}: preset {preset}, {len(kernel_names)} kernels x {len(framework_names)} frameworks "
-        f"on {common['gpu']} ({common['host']}), commit {common['git_commit'] or '?'}; logs in {log_dir}",
+        f"run {run_id}: preset {preset}, {len(todo)} kernels x {len(framework_names)} frameworks "
+        f"on {common['gpu']} ({common['host']}), commit {common['git_commit'] or '(not recorded)'}; logs in {log_dir}",
         flush=True,
     )
-
-    t0 = time.perf_counter()
     builds = {}
-    if jobs > 1 or compile_only:
-        builds = build_phase(kernel_names, framework_names, preset, max(1, jobs), ui_kind, log_dir)
+    if todo and (jobs > 1 or compile_only):
+        builds = build_phase(list(todo), framework_names, preset, max(1, jobs), ui_kind, log_dir)
         print(f"build phase: {time.perf_counter() - t0:.1f} s", flush=True)
     if compile_only:
         return run_id
-
-    conn = results.connect(db)
-    ui = progress(len(kernel_names) * len(framework_names), f"timing ({preset})", ui_kind)
     t1 = time.perf_counter()
-    for k in kernel_names:
+    settings = {"preset": preset, "repeat": repeat, "budget": budget, "timeout": timeout, "isolate": isolate}
+    deadline = None if stop_after is None else t0 + stop_after
+    left = timing_phase(todo, builds, settings, common, db, log_dir, ui_kind, deadline)
+    print(
+        f"timing phase: {time.perf_counter() - t1:.1f} s; total {time.perf_counter() - t0:.1f} s. "
+        f"Results appended to {db} (run {run_id}). Report: python -m npbench_runs report --db {db} "
+        f"--preset {preset} --out <dir>",
+        flush=True,
+    )
+    if left:
+        print(f"not started (--stop-after {stop_after:g} s): {' '.join(left)}; run again with --skip-done", flush=True)
+    return run_id
+
+
+def timing_phase(todo: dict, builds: dict, settings: dict, common: dict, db, log_dir: Path, ui_kind, deadline):
+    """Phase 2: each kernel of ``todo`` in turn; rows go to ``db`` as they come. Returns the kernels not started."""
+    ks = kernels()
+    conn = results.connect(db)
+    ui = progress(sum(len(fs) for fs in todo.values()), f"timing ({settings['preset']})", ui_kind)
+    left = []
+    for k, names in todo.items():
+        if deadline is not None and time.perf_counter() >= deadline:
+            left.append(k)
+            continue
         module = ks[k]
-        base = {**common, "kernel": k, "category": module.CATEGORY, "params": module.PRESETS[preset]}
+        base = {**common, "kernel": k, "category": module.CATEGORY, "params": module.PRESETS[settings["preset"]]}
 
         def emit(event, base=base):
             if event["event"] == "start":
@@ -450,30 +279,19 @@ def run(
             results.insert(conn, row)
             ui.advance(summary_line(row))
 
-        spec = {
-            "kernel": k,
-            "preset": preset,
-            "repeat": repeat,
-            "frameworks": framework_names,
-            "builds": {name: builds[(k, name)] for name in framework_names if (k, name) in builds},
-        }
-        if isolate:
-            run_isolated(spec, emit, timeout, log_dir / f"{k}.log")
-        else:
-            try:
-                time_kernel(spec, emit)
-            except Exception as err:
-                for name in framework_names:
-                    emit({"event": "result", "row": {"kernel": k, "framework": name, "error": error_text(err)}})
+        spec = {key: settings[key] for key in ("preset", "repeat", "budget")}
+        spec.update(kernel=k, frameworks=names, builds={n: builds[(k, n)] for n in names if (k, n) in builds})
+        if settings["isolate"]:
+            run_isolated(spec, emit, settings["timeout"], log_dir / f"{k}.log")
+            continue
+        try:
+            time_kernel(spec, emit)
+        except Exception as err:
+            for name in names:
+                emit({"event": "result", "row": {"kernel": k, "framework": name, "error": error_text(err)}})
     ui.close()
     conn.close()
-    print(
-        f"timing phase: {time.perf_counter() - t1:.1f} s; total {time.perf_counter() - t0:.1f} s. "
-        f"Results appended to {db} (run {run_id}). Report: python -m npbench_runs report --db {db} "
-        f"--preset {preset} --out <dir>",
-        flush=True,
-    )
-    return run_id
+    return left
 
 
 def summary_line(row: dict) -> str:
@@ -481,15 +299,16 @@ def summary_line(row: dict) -> str:
     if row.get("median_ms") is None:
         return f"{head} ERROR {(row.get('error') or '')[:200]}"
     mark = "ok " if row.get("validated") else "NOT VALIDATED "
-    text = f"{head} {row['median_ms']:10.3f} ms (min {row['min_ms']:.3f})  {mark}"
+    runs = row.get("repeat")
+    text = f"{head} {row['median_ms']:10.3f} ms (min {row['min_ms']:.3f}, "
+    text += f"{runs} timed runs) " if runs else "first run only) "
+    text += mark
     if row.get("error"):
         text += f" {row['error'][:160]}"
     return text
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--worker"]:
-        raise SystemExit(worker_main())
     from npbench_runs.__main__ import main
 
     raise SystemExit(main(["run", *sys.argv[1:]]))

@@ -1,6 +1,9 @@
 """The NPBench-style harness on the CPU: build phase, timing, SQLite results, report (markdown + PNGs)."""
 
+import os
+import re
 import sqlite3
+import time
 
 import numpy as np
 import pytest
@@ -159,3 +162,106 @@ def test_compare_still_works(tmp_path, cache):
     assert compare.main(["--preset", "test", "--kernels", "jacobi_2d", "--frameworks", "dace_cpufree_emulate",
                          "--repeat", "1", "--out", str(tmp_path)]) == 0  # fmt: skip
     assert "jacobi_2d,test,dace_cpufree_emulate,True" in (tmp_path / "compare_test.csv").read_text()
+
+
+class _Slow(frameworks.NumPyFramework):
+    """NumPy that takes at least SECONDS per run."""
+
+    name = "slow"
+    seconds = 0.05
+
+    def prepare(self, module):
+        def run(**args):
+            time.sleep(self.seconds)
+            return module.reference(**args)
+
+        return run
+
+
+class _Slower(_Slow):
+    name = "slower"
+    seconds = 0.3
+
+
+def test_time_budget_stops_the_repeats(tmp_path, cache, monkeypatch):
+    """Repeats stop once the budget is spent; a first run longer than the budget is the only one."""
+    monkeypatch.setitem(frameworks.FRAMEWORKS, "slow", _Slow)
+    monkeypatch.setitem(frameworks.FRAMEWORKS, "slower", _Slower)
+    db = tmp_path / "budget.db"
+    runner.run("test", ["jacobi_1d"], ["slow", "slower", "numpy"], 10, db, jobs=0, isolate=False, budget=0.2)
+    by = {r["framework"]: r for r in _rows(db)}
+    slow = by["slow"]
+    assert slow["validated"] == 1 and slow["repeat_target"] == 10 and slow["budget_s"] == 0.2
+    assert 1 <= slow["repeat"] < 10 and slow["first_ms"] >= 50 and slow["min_ms"] >= 50
+    slower = by["slower"]  # 0.3 s > 0.2 s: the validated first run is the result
+    assert slower["validated"] == 1 and slower["repeat"] == 0
+    assert slower["median_ms"] == slower["min_ms"] == slower["first_ms"] >= 300
+    assert by["numpy"]["repeat"] == 10  # fast: all repeats fit
+    md = report.report(db, "test", tmp_path / "out", plots=False)["markdown"].read_text()
+    assert "## Timed runs" in md and "the validated first run only" in md and f"{slow['repeat']} of 10" in md
+    assert " †" in md
+
+
+def test_timeout_kills_one_framework_and_the_run_goes_on(tmp_path, cache, monkeypatch):
+    """A framework that hangs in the worker process is killed after --timeout; the next one runs."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(  # the worker process learns of a framework that hangs
+        "import time\nfrom npbench_runs import frameworks\n\n"
+        "class Hang(frameworks.NumPyFramework):\n"
+        "    def prepare(self, module):\n"
+        "        return lambda **args: time.sleep(600)\n\n"
+        "frameworks.FRAMEWORKS['hang'] = Hang\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setitem(frameworks.FRAMEWORKS, "hang", frameworks.NumPyFramework)  # known to this process
+    db = tmp_path / "timeout.db"
+    runner.run("test", ["jacobi_1d"], ["hang", "numpy"], repeat=1, db=db, jobs=0, timeout=5, ui_kind="plain")
+    by = {r["framework"]: r for r in _rows(db)}
+    assert "timeout" in by["hang"]["error"] and by["hang"]["median_ms"] is None
+    assert by["numpy"]["validated"] == 1 and by["numpy"]["error"] == ""
+
+
+def test_one_study_over_several_invocations(tmp_path, cache, capsys):
+    """--stop-after leaves kernels for later, --skip-done adds only what is missing; one report at the end."""
+    db = tmp_path / "study.db"
+    kernels, fws = ["jacobi_1d", "atax", "gemm"], ["numpy"]
+    first = runner.run("test", kernels, fws, 1, db, jobs=0, isolate=False, stop_after=0.0)
+    assert not db.exists() or _rows(db) == []
+    assert "not started" in capsys.readouterr().out
+    second = runner.run("test", ["jacobi_1d"], fws, 1, db, jobs=0, isolate=False, skip_done=True)
+    third = runner.run("test", kernels, fws, 1, db, jobs=0, isolate=False, skip_done=True)
+    rows = _rows(db)
+    assert [(r["kernel"], r["run_id"]) for r in rows] == [("jacobi_1d", second), ("atax", third), ("gemm", third)]
+    assert first not in {r["run_id"] for r in rows}
+    runner.run("test", kernels, fws, 1, db, jobs=0, isolate=False, skip_done=True)  # nothing left to do
+    assert len(_rows(db)) == 3
+    copy = tmp_path / "copy.db"
+    results.copy(db, copy)
+    assert len(_rows(copy)) == 3
+    md = report.report(copy, "test", tmp_path / "out", plots=False)["markdown"].read_text()
+    assert all(f"| {k} |" in md for k in kernels) and second in md and third in md
+
+
+def test_commit_from_git_else_from_the_environment(tmp_path, cache, monkeypatch):
+    monkeypatch.delenv(results.COMMIT_ENV, raising=False)
+    head = results.git_commit()
+    if head:  # a checkout: git knows the commit
+        assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", head)
+    monkeypatch.setattr(results, "REPO", tmp_path)  # a copy of the tree without .git, as on the GPU host
+    assert results.git_commit() == ""
+    sha = "0123456789abcdef0123456789abcdef01234567-dirty"
+    monkeypatch.setenv(results.COMMIT_ENV, sha)
+    assert results.git_commit() == sha
+    db = tmp_path / "commit.db"
+    runner.run("test", ["gemm"], ["numpy"], 1, db, jobs=0, isolate=False)
+    assert _rows(db)[0]["git_commit"] == sha
+    md = report.report(db, "test", tmp_path / "out", plots=False)["markdown"].read_text()
+    assert "commit: 0123456789ab-dirty." in md
+
+
+def test_report_says_when_no_commit_was_recorded(tmp_path):
+    db = tmp_path / "fake.db"
+    _fake_db(db)  # rows without git_commit, as the first H200 run wrote them
+    md = report.report(db, "S", tmp_path / "out", plots=False)["markdown"].read_text()
+    assert "commit: not recorded." in md and "commit: ?" not in md

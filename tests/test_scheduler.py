@@ -54,22 +54,56 @@ def _tiles(code: str) -> set[int]:
     }
 
 
-def test_softmax_4d_rows_get_512_thread_tiles_and_tile_reductions():
-    src = dace_cpufree.kernel_source(KERNELS["softmax"].program, symbols=SOFTMAX_PAPER, scheduler="all")
+def test_softmax_4d_rows_get_tiles_tile_reductions_and_one_fused_row_loop():
+    src = dace_cpufree.kernel_source(KERNELS["softmax"].program, symbols=SOFTMAX_PAPER)
     kernel = _kernel(src.code)
-    assert _tiles(src.code) == {512}
+    assert _tiles(src.code) == {512}  # the static bound: the 512-wide rows
     # max and sum over the last axis: one tile per row, combined by a tile reduction, no atomics
     assert "cpufree::tile_reduce<cpufree::Op::Max>(__tile" in kernel
     assert "cpufree::tile_reduce<cpufree::Op::Sum>(__tile" in kernel
     assert "atomic" not in kernel and "warp_reduce" not in kernel
-    # the three outer dimensions fused into one tile-stride loop, decoded once per iteration
-    assert "__o < __x__o0 * __x__o1 * __x__o2; __o += __tiles" in kernel  # a tile per row (max, sum)
-    # element-wise steps: the three outer dimensions and the tile-sized chunks of the last one
-    assert "__o < __x___i0 * __x___i1 * __x___i2 * ((__x___i3 + __tile.num_threads() - 1)" in kernel
-    assert "const long long __x__o2 = cpufree::max_<long long>(0, 512);" in kernel
+    # all six steps (two initialisations, two reductions, exp, divide) share one tile-stride loop over
+    # the three fused outer dimensions, decoded once per row; tile barriers, no grid.sync() between them
+    assert kernel.count("auto __step = [&](auto __tile)") == 1
+    assert "__or < __xr___g0 * __xr___g1 * __xr___g2; __or += __tilesr" in kernel
+    assert "const long long __xr___g2 = cpufree::max_<long long>(0, 512);" in kernel
+    assert kernel.count("__tile.sync();") == 5
+    assert src.grid_syncs == 0
     assert "for (long long __l = __tile.thread_rank(); __l < " in kernel
-    strategies = [s for _, s, _ in src.steps]
-    assert any("tiles of up to 512" in s and "tile reduction" in s for s in strategies)
+    (step,) = src.steps
+    assert step[0].count("reduce_output") == 2 and "_Sub_" in step[0] and "_Div_" in step[0]
+    assert "6 steps fused row by row" in step[1] and "no grid.sync() inside" in step[1]
+
+
+def test_softmax_all_maps_tiled_still_fuses_rows():
+    src = dace_cpufree.kernel_source(KERNELS["softmax"].program, symbols=SOFTMAX_PAPER, scheduler="all")
+    assert src.grid_syncs == 0 and len(src.steps) == 1 and _tiles(src.code) == {512}
+
+
+@dace.program
+def row_max_then_neighbour_row(x: dace.float64[N, M], out: dace.float64[N, M]):
+    m = np.max(x, axis=-1)
+    for i, j in dace.map[0:N, 0:M]:
+        out[i, j] = x[i, j] - m[N - 1 - i]
+
+
+def test_row_fusion_refused_when_a_step_reads_another_row():
+    src = dace_cpufree.kernel_source(row_max_then_neighbour_row)
+    # the reduction and its initialisation share rows; the next step reads row N-1-i of m: not fused
+    (label, _, sync) = src.steps[-1]
+    assert label.startswith("map ") and sync  # waits for every tile's reduction
+    assert src.steps[0][0].startswith("rows ") and "reduce_output" in src.steps[0][0]
+    module = types.SimpleNamespace(
+        NAME="row_max_then_neighbour_row",
+        program=row_max_then_neighbour_row,
+        PRESETS={},
+        OUTPUTS=["out"],
+        RTOL=1e-12,
+        ATOL=0.0,
+        initialize=lambda N, M: dict(x=np.random.default_rng(1).random((N, M)), out=np.zeros((N, M))),
+        reference=lambda x, out: out.__setitem__(slice(None), x - x.max(axis=-1)[::-1, None]),
+    )
+    check_against_numpy(module, "emulate", dict(N=9, M=13))
 
 
 def test_heat_3d_fuses_two_outer_dimensions_and_tiles_the_contiguous_one():

@@ -11,6 +11,8 @@ from dace.properties import Property, make_properties
 from dace.sdfg import nodes
 from dace.sdfg.infer_types import infer_connector_types
 from dace.transformation import pass_pipeline as ppl
+from dace.transformation import transformation
+from dace.transformation.dataflow import MapFusionHorizontal
 from dace.transformation.interstate import InlineMultistateSDFG, InlineSDFG
 from dace.transformation.passes import FullMapFusion
 
@@ -21,13 +23,33 @@ from .schedule import PERSISTENT_SCHEDULE
 
 
 @make_properties
+@transformation.explicit_cf_compatible
+class FuseParallelMaps(MapFusionHorizontal):
+    """DaCe's horizontal map fusion, except for maps that reduce.
+
+    Pattern and effect: those of :class:`~dace.transformation.dataflow.MapFusionHorizontal` (two
+    independent maps over the same space become one). Precondition added: neither map has a
+    write-conflict-resolved output. A reduction fused with an unrelated element-wise map (gesummv's
+    ``B @ x`` with ``alpha * A``) is no longer a pure reduction: it loses its row reduction and writes
+    with one atomic per element instead.
+    """
+
+    def can_be_applied(self, graph, expr_index, sdfg, permissive=False) -> bool:
+        for entry in (self.first_parallel_map_entry, self.second_parallel_map_entry):
+            if any(e.data.wcr is not None for e in graph.in_edges(graph.exit_node(entry))):
+                return False
+        return super().can_be_applied(graph, expr_index, sdfg, permissive)
+
+
+@make_properties
 class FusePersistentKernel(ppl.Pass):
     """Turns every state, loop and map of an SDFG into parts of one persistent kernel.
 
     Pattern: a whole SDFG (the program), with any control flow. Preconditions: after expanding
     library nodes and inlining nested SDFGs, only maps, tasklets, access nodes and copies remain,
     and no container is a stream or a reference. Effect: library nodes become maps and tasklets;
-    adjacent maps are fused (their intermediates become registers); every top-level map gets the
+    adjacent maps are fused (their intermediates become registers), independent ones too unless one
+    reduces (:class:`FuseParallelMaps`); every top-level map gets the
     ``CPUFree_Persistent`` schedule (a grid-stride loop over the cooperative grid), nested maps the
     sequential one. Storage types are left as they are: DaCe's validator only accepts GPU storage
     under its own GPU schedules, and the code generator places all non-register data in device
@@ -53,7 +75,9 @@ class FusePersistentKernel(ppl.Pass):
         ExpandLibraryNodesToDataflow().apply_pass(sdfg, {})
         sdfg.simplify()
         if self.fuse_maps:
-            FullMapFusion().apply_pass(sdfg, {})
+            FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
+            if sdfg.apply_transformations_repeated(FuseParallelMaps):
+                FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
             sdfg.simplify()
         sdfg.apply_transformations_repeated([InlineSDFG, InlineMultistateSDFG])
         # A nested SDFG fed by views (a matrix product on a slice inside a loop) is not inlined by

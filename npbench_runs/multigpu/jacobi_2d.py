@@ -150,7 +150,9 @@ def reference(A: np.ndarray, B: np.ndarray, steps: int) -> None:
         A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1])
 
 
-def initialize(n: int):
+def initialize(n: int, nx: int | None = None):
+    if nx not in (None, n):
+        raise ValueError(f"jacobi_2d has a square N x N domain: nx={nx} must be omitted or equal n={n}.")
     i, j = np.meshgrid(np.arange(n, dtype=np.float64), np.arange(n, dtype=np.float64), indexing="ij")
     return (i * (j + 2) + 2) / n, (i * (j + 3) + 3) / n
 
@@ -179,7 +181,7 @@ def place(glob: np.ndarray, local: np.ndarray, pe: int, npes: int) -> None:
     glob[1 + i * nx : 1 + (i + 1) * nx, 1 + j * ny : 1 + (j + 1) * ny] = local[1:-1, 1:-1]
 
 
-def check_size(n: int, npes: int) -> None:
+def check_size(n: int, npes: int, nx: int | None = None) -> None:
     px, py = process_grid(npes)
     if (n - 2) % px or (n - 2) % py or (n - 2) // max(px, py) < 4:
         raise ValueError(f"N - 2 = {n - 2} must be divisible by the {px} x {py} process grid, >= 4 cells a side.")

@@ -132,8 +132,10 @@ def reference(A: np.ndarray, B: np.ndarray, steps: int) -> None:
             )
 
 
-def initialize(n: int):
-    i, j, k = np.meshgrid(*(np.arange(n, dtype=np.float64),) * 3, indexing="ij")
+def initialize(n: int, nx: int | None = None):
+    """The global ``nx x n x n`` domain (``nx`` defaults to ``n``; weak scaling grows the split axis)."""
+    axes = (np.arange(nx or n, dtype=np.float64),) + (np.arange(n, dtype=np.float64),) * 2
+    i, j, k = np.meshgrid(*axes, indexing="ij")
     return (i + j + (n - k)) * 10 / n, (i + j + (n - k)) * 10 / n + 1.0
 
 
@@ -147,9 +149,10 @@ def place(glob: np.ndarray, local: np.ndarray, pe: int, npes: int) -> None:
     glob[1 + pe * nx : 1 + (pe + 1) * nx, 1:-1, 1:-1] = local[1:-1, 1:-1, 1:-1]
 
 
-def check_size(n: int, npes: int) -> None:
-    if (n - 2) % npes or (n - 2) // npes < 4:
-        raise ValueError(f"N - 2 = {n - 2} must be divisible by {npes} PEs with >= 4 planes each.")
+def check_size(n: int, npes: int, nx: int | None = None) -> None:
+    nx = nx or n
+    if (nx - 2) % npes or (nx - 2) // npes < 4:
+        raise ValueError(f"NX - 2 = {nx - 2} must be divisible by {npes} PEs with >= 4 planes each.")
 
 
 def symbols(npes: int) -> dict:

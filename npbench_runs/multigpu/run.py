@@ -1,24 +1,33 @@
 """Runs one distributed stencil on every process of an MPI job and checks it against NumPy.
 
     mpirun -np 4 python -m npbench_runs.multigpu.run --program jacobi_2d --form plain --n 258 --steps 50
+    mpirun -np 4 python -m npbench_runs.multigpu.run --framework dace_mpi --program jacobi_2d --n 258
 
-Every process builds the global input, takes its tile, runs the persistent kernel on its GPU (one PE
-per process), and rank 0 gathers the tiles (mpi4py) and compares the global result with NumPy's. With
-``--json`` rank 0 prints one JSON line (sizes, time per step, error); exit status 1 on a mismatch.
+Every process builds the global input, takes its tile, runs it on its GPU (one process per GPU), and
+rank 0 gathers the tiles (mpi4py) and compares the global result with NumPy's. ``--framework cpufree``
+(default) runs our persistent kernel (one PE per process) and times it with CUDA events around the kernel
+(``timing: "kernel_event"``); ``--framework dace_mpi`` runs the upstream DaCe + MPI baseline
+(:mod:`.dace_mpi`; ``--form`` is ignored) and times the call by wall clock with the device synchronised
+(``timing: "wall"``). With ``--json`` rank 0 prints one JSON line (sizes, time per step, error); exit
+status 1 on a mismatch.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from dace_cpufree.runtime.nvshmem import launch_environment
 
 from . import FORMS, PROGRAMS
+
+FRAMEWORKS = ("cpufree", "dace_mpi")
 
 
 def _comm():
@@ -29,15 +38,12 @@ def _comm():
     return MPI.COMM_WORLD
 
 
-def run(program: str, form: str, n: int, steps: int, repeat: int = 1, check: bool = True) -> dict:
-    """Runs on this process's PE; returns rank 0's report (other ranks: their own timing only)."""
+def _run_cpufree(program: str, form: str, A: np.ndarray, B: np.ndarray, steps: int, repeat: int) -> tuple:
+    """Our persistent kernel on this process's PE: final tiles and report fields (kernel time by CUDA events)."""
     import dace_cpufree
 
     module = PROGRAMS[program]
-    rank, size, _ = launch_environment()
-    module.check_size(n, size)
-    A0, B0 = module.initialize(n)
-    A, B = module.tile(A0, rank, size), module.tile(B0, rank, size)
+    _, size, _ = launch_environment()
     prog = dace_cpufree.compile(getattr(module, form))
     flags = np.zeros(module.FLAGS, dtype=np.uint64)
     times = []
@@ -45,22 +51,42 @@ def run(program: str, form: str, n: int, steps: int, repeat: int = 1, check: boo
         a, b = A.copy(), B.copy()
         prog(a, b, flags, steps, **module.symbols(size))
         times.append(prog.last_kernel_ms)
-    report = {
-        "program": program,
-        "form": form,
-        "gpus": size,
-        "n": n,
-        "local_shape": list(A.shape),
-        "steps": steps,
-        "kernel_ms": min(times),
-        "us_per_step": 1e3 * min(times) / steps,
-        "launch": list(prog.launch_config),
-    }
+    report = {"form": form, "timing": "kernel_event", "kernel_ms": min(times), "us_per_step": 1e3 * min(times) / steps}
+    report["launch"] = list(prog.launch_config)
+    return a, b, report
+
+
+def run(
+    program: str,
+    form: str,
+    n: int,
+    steps: int,
+    repeat: int = 1,
+    check: bool = True,
+    framework: str = "cpufree",
+    device: str = "gpu",
+    nx: int | None = None,
+) -> dict:
+    """Runs on this process's GPU (``dace_mpi`` with ``device="cpu"``: on the CPU); returns rank 0's report
+    (other ranks: their own timing only)."""
+    module = PROGRAMS[program]
+    rank, size, _ = launch_environment()
+    module.check_size(n, size, nx)
+    A0, B0 = module.initialize(n, nx)
+    A, B = module.tile(A0, rank, size), module.tile(B0, rank, size)
+    if framework == "cpufree":
+        a, b, fields = _run_cpufree(program, form, A, B, steps, repeat)
+    else:
+        from . import dace_mpi
+
+        a, b, fields = dace_mpi.run(program, A, B, steps, repeat, device)
+    report = {"framework": framework, "program": program, "gpus": size, "n": n, "nx": nx or n}
+    report["local_shape"] = list(A.shape)
+    report.update(steps=steps, **fields)
     comm = _comm()
     tiles = comm.gather((a, b), root=0) if comm is not None and size > 1 else [(a, b)]
     if rank == 0 and check:
-        ref_a, ref_b = A0.copy(), B0.copy()
-        module.reference(ref_a, ref_b, steps)
+        ref_a, ref_b = _reference(module, program, A0, B0, steps)
         got_a, got_b = A0.copy(), B0.copy()
         for pe, (ta, tb) in enumerate(tiles):
             module.place(got_a, ta, pe, size)
@@ -71,18 +97,40 @@ def run(program: str, form: str, n: int, steps: int, repeat: int = 1, check: boo
     return report
 
 
+def _reference(module, program: str, A0, B0, steps: int):
+    """NumPy's result on the global domain; cached in ``$DACE_CPUFREE_REF_CACHE`` (a folder) when set,
+    since a scaling study validates many configurations of the same domain and step count."""
+    folder = os.environ.get("DACE_CPUFREE_REF_CACHE")
+    path = Path(folder) / f"{program}_{'x'.join(map(str, A0.shape))}_{steps}.npz" if folder else None
+    if path is not None and path.exists():
+        with np.load(path) as ref:
+            return ref["A"], ref["B"]
+    ref_a, ref_b = A0.copy(), B0.copy()
+    module.reference(ref_a, ref_b, steps)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.npz")
+        np.savez(tmp, A=ref_a, B=ref_b)
+        os.replace(tmp, path)
+    return ref_a, ref_b
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m npbench_runs.multigpu.run", description=__doc__)
+    parser.add_argument("--framework", choices=FRAMEWORKS, default="cpufree")
+    parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu", help="dace_mpi only: cpu for testing")
     parser.add_argument("--program", choices=sorted(PROGRAMS), default="jacobi_2d")
     parser.add_argument("--form", choices=FORMS, default="plain")
     parser.add_argument("--n", type=int, default=130, help="global domain size N (N x N or N x N x N)")
+    parser.add_argument("--nx", type=int, default=None, help="jacobi_3d: extent of the split (first) axis, default N")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-check", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    report = run(args.program, args.form, args.n, args.steps, args.repeat, not args.no_check)
+    check = not args.no_check
+    report = run(args.program, args.form, args.n, args.steps, args.repeat, check, args.framework, args.device, args.nx)
     report["wall_s"] = time.perf_counter() - t0
     rank, _, _ = launch_environment()
     if rank != 0:

@@ -1,4 +1,4 @@
-"""Time per step of the distributed stencils on 1, 2, 4 (and 8) GPUs: weak and strong scaling, validated.
+"""Time per step of the distributed stencils on 1, 2, 4 (and 8) GPUs, ours next to upstream DaCe + MPI, validated.
 
     python -m npbench_runs.multigpu.scaling --out results/            # every GPU count this machine has
 
@@ -8,9 +8,12 @@ the tile per GPU fixed (efficiency = t(1 GPU) / t(p GPUs)); strong scaling keeps
 (efficiency = t(1) / (p t(p))). The halo cost per step is t(p GPUs) - t(1 GPU) at the same tile size,
 compared with the 3.32 us put + signal + grid-sync floor measured on two H200s (``nvshmem_ring.cu``).
 
-Upstream DaCe with MPI (``dace.comm``) is not run: its halo exchange is host-initiated
-(``Isend``/``Irecv`` in host code between kernel launches) and needs a CUDA-aware MPI for device
-buffers, which the GPU host's Open MPI 4.1.6 is not known to be; see docs/multigpu.md.
+Both frameworks run every configuration: ``cpufree`` (our persistent kernel, each form, timed by CUDA
+events around the kernel) and ``dace_mpi`` (:mod:`.dace_mpi`: upstream DaCe kernels launched from the host,
+halos staged through host memory and exchanged with ``dace.comm`` Isend/Irecv/Waitall, timed by wall clock
+with the device synchronised). ``vs_dace_mpi`` is t(DaCe + MPI) / t(ours) at the same program, mode, GPU
+count and size (> 1: ours is faster). The DaCe programs are compiled once, in the background while the
+``cpufree`` configurations run, and every ``dace_mpi`` job loads that build.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 #: put + signal + grid sync per step, 2 x H200 over NVLink (shared/gpu-host/README.md).
@@ -36,68 +40,113 @@ def _gpus() -> int:
     return gpu_count()
 
 
-def weak_n(program: str, gpus: int) -> int:
-    """Global N such that every GPU's tile has the 1-GPU interior."""
+def weak_n(program: str, gpus: int) -> tuple[int, int | None] | None:
+    """Global ``(N, NX)`` such that every GPU's tile has the 1-GPU interior (``NX``: jacobi_3d's split
+    axis, which alone grows; ``None`` for jacobi_2d's square domain)."""
     inner = WEAK[program] - 2
     if program == "jacobi_3d":
-        return inner * gpus + 2
+        return WEAK[program], inner * gpus + 2
     from .jacobi_2d import process_grid
 
     px, py = process_grid(gpus)
     if px != py:
         return None  # a non-square grid has non-square tiles: not the same work per GPU
-    return inner * px + 2
+    return inner * px + 2, None
 
 
-def run_one(program, form, gpus, n, steps, timeout, repeat) -> dict:
+def run_one(program, form, gpus, n, steps, timeout, repeat, framework="cpufree", nx=None) -> dict:
     cmd = ["timeout", "-s", "KILL", str(timeout)]
     if gpus > 1 or os.environ.get("OMPI_COMM_WORLD_SIZE") is None:
         cmd += ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(gpus), "-x", "NVSHMEM_DISABLE_NVLS=1"]
-        cmd += ["-x", "PYTHONPATH", "-x", "DACE_CPUFREE_CACHE"]
-    cmd += [sys.executable, "-m", "npbench_runs.multigpu.run", "--program", program, "--form", form]
+        cmd += ["-x", "PYTHONPATH", "-x", "DACE_CPUFREE_CACHE", "-x", "DACE_CPUFREE_REF_CACHE"]
+    cmd += [sys.executable, "-m", "npbench_runs.multigpu.run", "--framework", framework]
+    cmd += ["--program", program, "--form", form]
     cmd += ["--n", str(n), "--steps", str(steps), "--repeat", str(repeat), "--json"]
+    cmd += ["--nx", str(nx)] if nx else []
     env = dict(os.environ, NVSHMEM_DISABLE_NVLS="1", NCCL_NVLS_ENABLE="0")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode not in (0, 1) or not lines:
-        return {"program": program, "form": form, "gpus": gpus, "n": n, "error": f"rc={proc.returncode}",
-                "stderr": proc.stderr[-2000:]}  # fmt: skip
+        return {"framework": framework, "program": program, "form": form, "gpus": gpus, "n": n,
+                "error": f"rc={proc.returncode}", "stderr": proc.stderr[-2000:]}  # fmt: skip
     return json.loads(lines[-1])
+
+
+def _start_dace_build(programs: list[str], timeout: int) -> subprocess.Popen:
+    """Compiles the DaCe + MPI programs (once, into the shared cache) in the background."""
+    cmd = ["timeout", "-s", "KILL", str(timeout), sys.executable, "-m", "npbench_runs.multigpu.dace_mpi", *programs]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish_dace_build(proc: subprocess.Popen) -> dict:
+    """``{program: compile seconds}`` (0: cached), or ``{"error": ...}``."""
+    out, err = proc.communicate()
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"error": f"rc={proc.returncode}", "stderr": err[-2000:]}
+    return json.loads(lines[-1])
+
+
+def _configs(programs, gpus):
+    """(program, mode, gpus, n, nx) of every configuration (``nx``: jacobi_3d's split axis, or ``None``)."""
+    for program in programs:
+        for mode in ("weak", "strong"):
+            for g in gpus:
+                shape = weak_n(program, g) if mode == "weak" else (STRONG[program], None)
+                if shape is not None:
+                    yield program, mode, g, *shape
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m npbench_runs.multigpu.scaling", description=__doc__)
     parser.add_argument("--programs", nargs="+", default=["jacobi_2d", "jacobi_3d"])
-    parser.add_argument("--forms", nargs="+", default=["plain", "overlapped"])
+    parser.add_argument("--forms", nargs="+", default=["plain", "overlapped"], help="forms of ours")
+    parser.add_argument("--frameworks", nargs="+", default=["cpufree", "dace_mpi"], choices=["cpufree", "dace_mpi"])
     parser.add_argument("--gpus", nargs="+", type=int, default=None, help="GPU counts (default 1 2 4 8 up to present)")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=240, help="seconds per configuration (then SIGKILL)")
+    parser.add_argument("--build-timeout", type=int, default=300, help="seconds for compiling the DaCe programs")
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args(argv)
     gpus = args.gpus or [g for g in (1, 2, 4, 8) if g <= max(_gpus(), 1)]
-    rows = []
-    for program in args.programs:
-        for form in args.forms:
-            for mode, sizes in (("weak", None), ("strong", STRONG)):
-                for g in gpus:
-                    n = weak_n(program, g) if sizes is None else sizes[program]
-                    if n is None:
-                        continue
-                    row = run_one(program, form, g, n, args.steps, args.timeout, args.repeat)
-                    row["mode"] = mode
-                    rows.append(row)
-                    print(json.dumps({k: v for k, v in row.items() if k != "stderr"}), flush=True)
-    _summarise(rows)
+    # NumPy's result per domain and step count, computed once for all GPU counts and frameworks
+    os.environ.setdefault("DACE_CPUFREE_REF_CACHE", str(Path(tempfile.gettempdir()) / "cpufree_references"))
+    build = _start_dace_build(args.programs, args.build_timeout) if "dace_mpi" in args.frameworks else None
+    jobs = [("cpufree", form) for form in args.forms] if "cpufree" in args.frameworks else []
+    jobs += [("dace_mpi", "mpi")] if build else []
+    compile_s = None
     args.out.mkdir(parents=True, exist_ok=True)
-    _write(rows, args.out)
+    rows = []
+    # configurations outermost (weak first), frameworks inside: a run cut short still compares them
+    for program, mode, g, n, nx in sorted(_configs(args.programs, gpus), key=lambda c: c[1] != "weak"):
+        for framework, form in jobs:
+            if framework == "dace_mpi" and compile_s is None:
+                compile_s = _finish_dace_build(build)
+                print(json.dumps({"dace_mpi_compile_s": compile_s}), flush=True)
+            row = run_one(program, form, g, n, args.steps, args.timeout, args.repeat, framework, nx)
+            row["mode"] = mode
+            if framework == "dace_mpi" and program in compile_s:
+                row["compile_s"] = compile_s[program]
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "stderr"}), flush=True)
+            _summarise(rows)
+            _write(rows, args.out)  # after every configuration: a killed run keeps what it measured
+    print("\n".join(comparison(rows)), flush=True)
     return 0 if all(r.get("valid") for r in rows) else 1
 
 
 def _summarise(rows: list[dict]) -> None:
-    base = {(r["program"], r["form"], r["mode"]): r for r in rows if r.get("gpus") == 1 and "us_per_step" in r}
+    def series(r):
+        return r.get("framework", "cpufree"), r["program"], r["form"], r["mode"]
+
+    base = {series(r): r for r in rows if r.get("gpus") == 1 and "us_per_step" in r}
+    dace = {(r["program"], r["mode"], r["gpus"], r["n"]): r for r in rows if r.get("framework") == "dace_mpi"}
     for r in rows:
-        b = base.get((r["program"], r["form"], r["mode"]))
+        d = dace.get((r["program"], r["mode"], r["gpus"], r["n"]))
+        if r.get("framework") == "cpufree" and d is not None and "us_per_step" in r and "us_per_step" in d:
+            r["vs_dace_mpi"] = d["us_per_step"] / r["us_per_step"]
+        b = base.get(series(r))
         if b is None or "us_per_step" not in r:
             continue
         t1, tp, p = b["us_per_step"], r["us_per_step"], r["gpus"]
@@ -108,8 +157,9 @@ def _summarise(rows: list[dict]) -> None:
 
 
 def _write(rows: list[dict], out: Path) -> None:
-    keys = ["program", "form", "mode", "gpus", "n", "local_shape", "steps", "us_per_step", "efficiency",
-            "halo_us_per_step", "halo_vs_floor", "max_abs_error", "bitwise", "valid", "error"]  # fmt: skip
+    keys = ["framework", "program", "form", "mode", "gpus", "n", "nx", "local_shape", "steps", "timing", "us_per_step",
+            "vs_dace_mpi", "efficiency", "halo_us_per_step", "halo_vs_floor", "max_abs_error", "bitwise", "valid",
+            "compile_s", "error"]  # fmt: skip
     with open(out / "multigpu_scaling.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         writer.writeheader()
@@ -118,7 +168,24 @@ def _write(rows: list[dict], out: Path) -> None:
     for r in rows:
         cells = [r.get(k, "") for k in keys[:-1]]
         lines.append("| " + " | ".join(f"{c:.3f}" if isinstance(c, float) else str(c) for c in cells) + " |")
-    (out / "multigpu_scaling.md").write_text("\n".join(lines) + "\n")
+    (out / "multigpu_scaling.md").write_text("\n".join(lines + [""] + comparison(rows)) + "\n")
+
+
+def comparison(rows: list[dict]) -> list[str]:
+    """Markdown table: per configuration, DaCe + MPI's time per step, our best form's, and their ratio."""
+    head = "| program | mode | gpus | n | dace_mpi us/step | ours us/step (form) | dace_mpi / ours |"
+    lines = [head, "|" + "---|" * 7]
+    for d in rows:
+        if d.get("framework") != "dace_mpi" or "us_per_step" not in d:
+            continue
+        key = (d["program"], d["mode"], d["gpus"], d["n"])
+        ours = [r for r in rows if "vs_dace_mpi" in r and (r["program"], r["mode"], r["gpus"], r["n"]) == key]
+        if not ours:
+            continue
+        best = min(ours, key=lambda r: r["us_per_step"])
+        cells = [*key, f"{d['us_per_step']:.2f}", f"{best['us_per_step']:.2f} ({best['form']})"]
+        lines.append("| " + " | ".join(map(str, cells)) + f" | {best['vs_dace_mpi']:.2f} |")
+    return lines
 
 
 if __name__ == "__main__":

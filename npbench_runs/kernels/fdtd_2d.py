@@ -61,4 +61,6 @@ def initialize(TMAX, NX, NY, datatype=np.float64):
 
 
 OUTPUTS = ("ex", "ey", "hz")
-RTOL, ATOL = 1e-10, 1e-12
+# atol 1e-10: at the paper preset every compiled GPU framework (upstream DaCe's and ours alike) differs from
+# NumPy by the same few 1e-11 (contracted multiply-adds); 1e-12 rejected all of them
+RTOL, ATOL = 1e-10, 1e-10

@@ -45,10 +45,12 @@ def _run_cpufree(program: str, form: str, A: np.ndarray, B: np.ndarray, steps: i
     module = PROGRAMS[program]
     _, size, _ = launch_environment()
     prog = dace_cpufree.compile(getattr(module, form))
-    flags = np.zeros(module.FLAGS, dtype=np.uint64)
     times = []
     for _ in range(repeat):
         a, b = A.copy(), B.copy()
+        # fresh flags every run: they come back holding the last step's signals, and a wait for a value
+        # already reached passes at once (the first run of this study reused them: races, wrong results)
+        flags = np.zeros(module.FLAGS, dtype=np.uint64)
         prog(a, b, flags, steps, **module.symbols(size))
         times.append(prog.last_kernel_ms)
     report = {"form": form, "timing": "kernel_event", "kernel_ms": min(times), "us_per_step": 1e3 * min(times) / steps}

@@ -60,7 +60,7 @@ def run_one(program, form, gpus, n, steps, timeout, repeat, framework="cpufree",
         cmd += ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(gpus), "-x", "NVSHMEM_DISABLE_NVLS=1"]
         cmd += ["-x", "PYTHONPATH", "-x", "DACE_CPUFREE_CACHE", "-x", "DACE_CPUFREE_REF_CACHE"]
     cmd += [sys.executable, "-m", "npbench_runs.multigpu.run", "--framework", framework]
-    cmd += ["--program", program, "--form", form]
+    cmd += ["--program", program] + (["--form", form] if framework == "cpufree" else [])
     cmd += ["--n", str(n), "--steps", str(steps), "--repeat", str(repeat), "--json"]
     cmd += ["--nx", str(nx)] if nx else []
     env = dict(os.environ, NVSHMEM_DISABLE_NVLS="1", NCCL_NVLS_ENABLE="0")
@@ -130,6 +130,8 @@ def main(argv=None) -> int:
                 row["compile_s"] = compile_s[program]
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "stderr"}), flush=True)
+            if "error" in row:
+                print(row.get("stderr", "")[-1500:], flush=True)
             _summarise(rows)
             _write(rows, args.out)  # after every configuration: a killed run keeps what it measured
     print("\n".join(comparison(rows)), flush=True)

@@ -29,7 +29,7 @@ from .expressions import INDEX_T, cexpr, range_extents, tasklet_code
 from .ir import Executor, Item
 from .loops import decode_flat, indent, nested_loops
 from .rows import RowCandidate, RowForm
-from .tiles import MAX_FUSED, extent_decls, reduction_lanes, tiled_map, tiled_reduction
+from .tiles import MAX_FUSED, extent_decls, lane_loop, layout, reduction_lanes, tiled_map, tiled_reduction
 
 _WCR_OPS = {
     dtypes.ReductionType.Sum: "Sum",
@@ -263,16 +263,10 @@ def _row_forms(ctx, state, entry, local) -> list[RowForm]:
     forms = [RowForm(params, ranges, lambda: ["if (__tile.thread_rank() == 0) {"] + indent(body()) + ["}"])]
     contiguous = contiguous_param(state, entry)
     if contiguous is not None and len(params) >= 2:
-        k = params.index(contiguous)
-        b, _, s = ranges[k]
-        ext = range_extents(subsets.Range([ranges[k]]))[0]
+        lane = [ranges[params.index(contiguous)]]
 
         def lanes():
-            return [
-                f"const {INDEX_T} __xl = {ext};",
-                f"for ({INDEX_T} __l = __tile.thread_rank(); __l < __xl; __l += __tile.num_threads()) {{",
-                f"    const {INDEX_T} {contiguous} = {cexpr(b)} + __l * ({cexpr(s)});",
-            ] + indent(body()) + ["}"]
+            return extent_decls([contiguous], lane, "") + lane_loop([contiguous], lane, body())
 
         outer = [p for p in params if p != contiguous]
         forms.insert(0, RowForm(outer, [r for p, r in zip(params, ranges) if p != contiguous], lanes))
@@ -323,11 +317,6 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
         "the power of two picked at run time from the contiguous extent)"
     )
     dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
-
-    def layout(outer):
-        fused, seq = outer[-MAX_FUSED:], outer[:-MAX_FUSED] if len(outer) > MAX_FUSED else []
-        text = f"tile-stride loop over fused {dims(fused)}" if fused else "one tile"
-        return text + (f", sequential {dims(seq)}" if seq else "")
 
     if reducible and contiguous in red:
         sinks, prologue, epilogue = {}, [], []
@@ -619,9 +608,10 @@ def _through_views(ctx: KernelContext, item: Item) -> Item:
     used = {n for n in item.reads | item.writes if n in ctx.views}
     if not used:
         return item
-    item.code = ["{"] + indent(ctx.view_decls(used) + item.code) + ["}"]
+    decls = ctx.view_decls(used)
+    item.code = ["{"] + indent(decls + item.code) + ["}"]
     if item.row is not None:
-        item.row.prelude = ctx.view_decls(used)
+        item.row.prelude = decls
     item.reads = frozenset(ctx.root(n) for n in item.reads)
     item.writes = frozenset(ctx.root(n) for n in item.writes)
     return item

@@ -30,7 +30,7 @@ import sympy
 from . import ir
 from .expressions import INDEX_T
 from .loops import indent
-from .tiles import MAX_FUSED, extent_decls, tile_stride, with_tile
+from .tiles import extent_decls, layout, tile_stride, with_tile
 
 
 @dataclass(eq=False)
@@ -159,12 +159,10 @@ def _fused_item(items: list[ir.Item], forms: list[RowForm]) -> ir.Item:
     bound = max((f.bound or 1024) if f.reduction else 0 for f in forms)
     code = extent_decls(rows, anchor.ranges, "r")
     code += with_tile(bound, anchor.want, tile_stride(rows, anchor.ranges, "r", body))
-    fused, seq = rows[-MAX_FUSED:], rows[:-MAX_FUSED] if len(rows) > MAX_FUSED else []
     strategy = (
         f"{len(items)} steps fused row by row ({', '.join(i.label for i in items)}): a tile per row "
-        f"(tile-stride loop over fused {len(fused)} outer dimension(s)"
-        + (f", {len(seq)} sequential" if seq else "")
-        + f"; tile size from {anchor.want}, bound {bound}), tile barriers between the steps, no grid.sync() inside"
+        f"({layout(rows)}; tile size from {anchor.want}, bound {bound}), tile barriers between the steps, "
+        "no grid.sync() inside"
     )
     reads = frozenset().union(*(i.reads for i in items))
     writes = frozenset().union(*(i.writes for i in items))

@@ -26,11 +26,24 @@ def extent_decls(params, ranges, tag: str) -> list[str]:
     return [f"const {INDEX_T} __x{tag}_{p} = {e};" for p, e in zip(params, extents)]
 
 
+def split_outer(outer: list[str]) -> tuple[list[str], list[str]]:
+    """``(sequential, fused)``: the (up to three) innermost outer dimensions are fused into the
+    tile-stride loop, any before them run as sequential loops around it."""
+    return (outer[:-MAX_FUSED] if len(outer) > MAX_FUSED else []), outer[-MAX_FUSED:]
+
+
+def layout(outer: list[str]) -> str:
+    """How :func:`tile_stride` loops over ``outer``, for ``dace-cpufree inspect``."""
+    seq, fused = split_outer(outer)
+    text = f"tile-stride loop over fused ({', '.join(fused)})" if fused else "one tile"
+    return text + (f", sequential ({', '.join(seq)})" if seq else "")
+
+
 def tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | None = None) -> list[str]:
     """Sequential loops over the outer dimensions beyond three, around the tile-stride loop that
     fuses the (up to three) innermost outer dimensions and, with ``chunks``, the tile-sized chunks of
     the contiguous dimension (``__k{tag}``), so that few rows still spread over the whole grid."""
-    seq, fused = outer[:-MAX_FUSED] if len(outer) > MAX_FUSED else [], outer[-MAX_FUSED:]
+    seq, fused = split_outer(outer)
     seq_ranges = outer_ranges[: len(seq)]
     fused_ranges = outer_ranges[len(seq) :]
     count = " * ".join([f"__x{tag}_{p}" for p in fused] + ([f"({chunks})"] if chunks else [])) or "1"
@@ -96,10 +109,14 @@ def tiled_reduction(
 
 
 def reduction_lanes(red, red_ranges, prologue, body, epilogue, tag: str = "") -> list[str]:
-    """What one tile runs for one output: ``prologue``, its lanes striding over the reduced space
-    (flattened, the last parameter fastest; extents ``__x{tag}_{p}``), then ``epilogue``."""
-    flat = " * ".join(f"__x{tag}_{p}" for p in red)
+    """What one tile runs for one output: ``prologue``, its lanes over the reduced space, ``epilogue``."""
+    return list(prologue) + lane_loop(red, red_ranges, body, tag) + list(epilogue)
+
+
+def lane_loop(params, ranges, body, tag: str = "") -> list[str]:
+    """The lanes of a tile striding over ``params`` (flattened, the last parameter fastest; extents
+    ``__x{tag}_{p}``, see :func:`extent_decls`), each running ``body``."""
+    flat = " * ".join(f"__x{tag}_{p}" for p in params)
     lines = [f"for ({INDEX_T} __l{tag} = __tile.thread_rank(); __l{tag} < {flat}; __l{tag} += __tile.num_threads()) {{"]
-    decode = decode_flat(f"__l{tag}", f"__m{tag}", red, red_ranges, [f"__x{tag}_{p}" for p in red])
-    lines += indent(decode + body) + ["}"]
-    return list(prologue) + lines + list(epilogue)
+    decode = decode_flat(f"__l{tag}", f"__m{tag}", params, ranges, [f"__x{tag}_{p}" for p in params])
+    return lines + indent(decode + body) + ["}"]

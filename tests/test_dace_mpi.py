@@ -5,11 +5,8 @@ Building the SDFGs and generating their code needs neither MPI nor a GPU. The CP
 compiled where nvcc and MPI headers are, and run on two GPUs by the ``multigpu`` test.
 """
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 
 import dace
 import numpy as np
@@ -72,16 +69,10 @@ def test_scaling_summary_compares_frameworks():
 
 
 def _mpirun(np_: int, *args: str) -> dict:
-    cmd = ["timeout", "-s", "KILL", str(TIMEOUT), "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np_)]
-    cmd += ["-x", "PYTHONPATH", "-x", "DACE_CPUFREE_CACHE", "-x", "NVSHMEM_DISABLE_NVLS=1"]
-    cmd += [sys.executable, "-m", "npbench_runs.multigpu.run", "--framework", "dace_mpi", "--json", *args]
-    env = dict(os.environ, NVSHMEM_DISABLE_NVLS="1", NCCL_NVLS_ENABLE="0")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    proc, report = scaling.mpirun_job(np_, ["--framework", "dace_mpi", *args], TIMEOUT)
     assert proc.returncode != 137, f"killed after {TIMEOUT} s (hang?):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert proc.returncode == 0 and lines, f"rc={proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    return json.loads(lines[-1])
+    assert proc.returncode == 0 and report, f"rc={proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return report
 
 
 def _needs_mpi():

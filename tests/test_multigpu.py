@@ -4,15 +4,13 @@ Each case is an ``mpirun -np <gpus>`` job under ``timeout -s KILL`` (a hung pers
 its GPU until killed). Skipped without enough GPUs, or without mpirun.
 """
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from dace_cpufree.runtime import gpu_count
+from npbench_runs.multigpu import scaling
 
 SIZES = {"jacobi_2d": 130, "jacobi_3d": 34}
 TIMEOUT = int(os.environ.get("DACE_CPUFREE_MULTIGPU_TIMEOUT", "300"))
@@ -23,17 +21,11 @@ def _run(program: str, form: str, gpus: int, n: int, steps: int) -> dict:
         pytest.skip(f"needs {gpus} GPUs, {gpu_count()} present")
     if shutil.which("mpirun") is None:
         pytest.skip("needs mpirun")
-    cmd = ["timeout", "-s", "KILL", str(TIMEOUT), "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(gpus)]
-    cmd += ["-x", "NVSHMEM_DISABLE_NVLS=1", "-x", "PYTHONPATH", "-x", "DACE_CPUFREE_CACHE"]
-    cmd += [sys.executable, "-m", "npbench_runs.multigpu.run", "--program", program, "--form", form]
-    cmd += ["--n", str(n), "--steps", str(steps), "--json"]
-    env = dict(os.environ, NVSHMEM_DISABLE_NVLS="1", NCCL_NVLS_ENABLE="0")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    args = ["--program", program, "--form", form, "--n", str(n), "--steps", str(steps)]
+    proc, report = scaling.mpirun_job(gpus, args, TIMEOUT)
     assert proc.returncode != 137, f"killed after {TIMEOUT} s (hang?):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert proc.returncode == 0 and lines, f"rc={proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    return json.loads(lines[-1])
+    assert proc.returncode == 0 and report, f"rc={proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return report
 
 
 @pytest.mark.multigpu

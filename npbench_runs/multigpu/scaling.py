@@ -54,22 +54,30 @@ def weak_n(program: str, gpus: int) -> tuple[int, int | None] | None:
     return inner * px + 2, None
 
 
-def run_one(program, form, gpus, n, steps, timeout, repeat, framework="cpufree", nx=None) -> dict:
+def mpirun_job(gpus: int, run_args: list[str], timeout: int) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """``mpirun -np <gpus> python -m npbench_runs.multigpu.run <run_args> --json`` under ``timeout -s
+    KILL`` (a single process without mpirun inside an MPI job); the process and rank 0's report."""
+    env = dict(os.environ, NVSHMEM_DISABLE_NVLS="1", NCCL_NVLS_ENABLE="0")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     cmd = ["timeout", "-s", "KILL", str(timeout)]
     if gpus > 1 or os.environ.get("OMPI_COMM_WORLD_SIZE") is None:
         cmd += ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(gpus), "-x", "NVSHMEM_DISABLE_NVLS=1"]
-        cmd += ["-x", "PYTHONPATH", "-x", "DACE_CPUFREE_CACHE", "-x", "DACE_CPUFREE_REF_CACHE"]
-    cmd += [sys.executable, "-m", "npbench_runs.multigpu.run", "--framework", framework]
-    cmd += ["--program", program] + (["--form", form] if framework == "cpufree" else [])
-    cmd += ["--n", str(n), "--steps", str(steps), "--repeat", str(repeat), "--json"]
-    cmd += ["--nx", str(nx)] if nx else []
-    env = dict(os.environ, NVSHMEM_DISABLE_NVLS="1", NCCL_NVLS_ENABLE="0")
+        for var in ("PYTHONPATH", "DACE_CPUFREE_CACHE", "DACE_CPUFREE_REF_CACHE"):
+            cmd += ["-x", var] if var in env else []
+    cmd += [sys.executable, "-m", "npbench_runs.multigpu.run", *run_args, "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode not in (0, 1) or not lines:
+    return proc, (json.loads(lines[-1]) if lines else None)
+
+
+def run_one(program, form, gpus, n, steps, timeout, repeat, framework="cpufree", nx=None) -> dict:
+    args = ["--framework", framework, "--program", program] + (["--form", form] if framework == "cpufree" else [])
+    args += ["--n", str(n), "--steps", str(steps), "--repeat", str(repeat)] + (["--nx", str(nx)] if nx else [])
+    proc, report = mpirun_job(gpus, args, timeout)
+    if proc.returncode not in (0, 1) or report is None:
         return {"framework": framework, "program": program, "form": form, "gpus": gpus, "n": n,
                 "error": f"rc={proc.returncode}", "stderr": proc.stderr[-2000:]}  # fmt: skip
-    return json.loads(lines[-1])
+    return report
 
 
 def _start_dace_build(programs: list[str], timeout: int) -> subprocess.Popen:

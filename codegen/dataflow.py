@@ -19,6 +19,7 @@ import dace
 from dace import dtypes, subsets
 from dace.frontend.operations import detect_reduction_type
 from dace.sdfg import nodes
+from dace.sdfg.propagation import propagate_subset
 from dace.sdfg.state import SDFGState
 from dace_cpufree.transformations.schedule_threads import contiguous_param
 
@@ -246,10 +247,39 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     reads, writes = scope_accesses(ctx, state, entry)
     code = ["{"] + indent(code) + ["}"]
     item = Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy)
+    item.regions = _outer_regions(ctx, reads, writes, [(e.data, "R") for e in state.in_edges(entry)] + _written(ctx, entry, outputs))
     if row is None and not reducible and not any(e.data.wcr is not None for e in outputs):
         row = _row_forms(ctx, state, entry, local)
     item.row = _row_candidate(ctx, state, entry, row)
     return item
+
+
+def _written(ctx: KernelContext, entry, outputs) -> list:
+    """What a map writes, output by output: each write propagated over the map's range on its own, not
+    DaCe's bounding box of them all (the two edge rows of a stencil, not every row between them)."""
+    out = []
+    for e in outputs:
+        try:
+            m = propagate_subset([e.data], ctx.sdfg.arrays[e.data.data], list(entry.map.params), entry.map.range)
+        except Exception:  # noqa: BLE001 - DaCe's propagation raises various errors; fall back to "all of it"
+            return [(dace.Memlet(e.data.data), "W")]
+        out.append((m, "W"))
+    return out
+
+
+def _outer_regions(ctx: KernelContext, reads, writes, memlets) -> tuple:
+    """``(container, mode, subset)`` of a grid-wide item from its outer memlets (DaCe's propagated subsets,
+    over-approximations), so that the synchronisation analysis can tell steps on disjoint parts of one
+    container apart (a halo row and the interior). Empty, i.e. whole containers, unless the memlets cover
+    every container the item touches."""
+    regions = [
+        (m.data, mode, m.subset)
+        for m, mode in memlets
+        if not m.is_empty() and m.data in ctx.device and m.subset is not None
+    ]
+    if not reads <= {n for n, mode, _ in regions if mode == "R"} or not writes <= {n for n, m, _ in regions if m == "W"}:
+        return ()
+    return tuple(regions)
 
 
 def _row_forms(ctx, state, entry, local) -> list[RowForm]:
@@ -593,13 +623,19 @@ def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
     device = ctx.device
     reads = frozenset({edge.src.data} & device)
     writes = frozenset({edge.dst.data} & device)
-    return Item(
+    item = Item(
         f"copy {edge.src.data} -> {edge.dst.data}",
         ["{"] + indent(code) + ["}"],
         reads,
         writes,
         work=n if not any(c.isalpha() for c in n.replace("long", "")) else None,
     )
+    src, ssub, dst, dsub = _copy_ends(state, edge)
+    regions = [(src, "R", ssub), (dst, "W", dsub)]
+    item.regions = tuple((c, m, sub) for c, m, sub in regions if c in device and sub is not None)
+    if len(item.regions) != len(reads) + len(writes):
+        item.regions = ()
+    return item
 
 
 def _through_views(ctx: KernelContext, item: Item) -> Item:
@@ -609,6 +645,7 @@ def _through_views(ctx: KernelContext, item: Item) -> Item:
     if not used:
         return item
     decls = ctx.view_decls(used)
+    item.regions = ()  # subsets in the views' coordinates: compare whole containers
     item.code = ["{"] + indent(decls + item.code) + ["}"]
     if item.row is not None:
         item.row.prelude = decls

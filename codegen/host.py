@@ -32,6 +32,9 @@ struct LauncherState {{
     void *workspace = nullptr;
     size_t workspace_size = 0;
     char error[1024] = {{0}};
+    int cached_device = -1, cached_for = 0, sms = 0, block_chosen = 0, per_sm = 0;  // see cpufree_run
+    bool events = false;
+    cudaEvent_t start, stop;
 }} cpufree_state;
 
 int cpufree_fail(const char *fmt, ...) {{
@@ -86,24 +89,40 @@ extern "C" int cpufree_memcpy(void *dst, const void *src, size_t n, int to_devic
 }}
 
 extern "C" int cpufree_run({params}) {{
-    int dev = 0, coop = 0, sms = 0, block = cpufree_state.block, per_sm = 0;
+    // Device facts and the occupancy answer are queried on the first call (and again after
+    // cpufree_configure or on another device), not on every call: they cost tens of microseconds.
+    int dev = 0;
     CPUFREE_CHECK(cudaGetDevice(&dev));
-    CPUFREE_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
-    if (!coop) return cpufree_fail("device %d does not support cooperative launch (persistent kernels need it)", dev);
-    CPUFREE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    if (block <= 0) {{
-        int min_grid = 0;
-        CPUFREE_CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, {kernel}, 0, 0));
+    if (cpufree_state.cached_device != dev || cpufree_state.cached_for != cpufree_state.block) {{
+        int coop = 0, sms = 0, block = cpufree_state.block, per_sm = 0;
+        CPUFREE_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+        if (!coop) return cpufree_fail("device %d does not support cooperative launch (persistent kernels need it)", dev);
+        CPUFREE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        if (block <= 0) {{
+            int min_grid = 0;
+            CPUFREE_CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, {kernel}, 0, 0));
+        }}
+        int warp = 1;
+        CPUFREE_CHECK(cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev));
+        block = block < warp ? warp : block - block % warp;  // whole warps: warp reductions shuffle full warps
+        if (cpufree_state.block <= 0)  // a power of two, so that every power-of-two tile up to it divides it
+            while (block & (block - 1)) block &= block - 1;
+        CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {kernel}, block, 0));
+        if (per_sm < 1)
+            return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "
+                                "multiprocessor (registers or shared memory). Fix: configure a smaller block size.", block);
+        if (!cpufree_state.events) {{
+            CPUFREE_CHECK(cudaEventCreate(&cpufree_state.start));
+            CPUFREE_CHECK(cudaEventCreate(&cpufree_state.stop));
+            cpufree_state.events = true;
+        }}
+        cpufree_state.sms = sms;
+        cpufree_state.block_chosen = block;
+        cpufree_state.per_sm = per_sm;
+        cpufree_state.cached_device = dev;
+        cpufree_state.cached_for = cpufree_state.block;
     }}
-    int warp = 1;
-    CPUFREE_CHECK(cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev));
-    block = block < warp ? warp : block - block % warp;  // whole warps: warp reductions shuffle full warps
-    if (cpufree_state.block <= 0)  // a power of two, so that every power-of-two tile up to it divides it
-        while (block & (block - 1)) block &= block - 1;
-    CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {kernel}, block, 0));
-    if (per_sm < 1)
-        return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "
-                            "multiprocessor (registers or shared memory). Fix: configure a smaller block size.", block);
+    const int sms = cpufree_state.sms, block = cpufree_state.block_chosen, per_sm = cpufree_state.per_sm;
     long long grid = (long long)per_sm * sms;
     const long long work = {work};
     if (work > 0) grid = grid < (work + block - 1) / block ? grid : (work + block - 1) / block;
@@ -123,9 +142,7 @@ extern "C" int cpufree_run({params}) {{
 {workspace_bind}
     void *args[] = {{{args}}};
     CPUFREE_CHECK(CPUFREE_BEFORE_LAUNCH(cpufree_state.workspace, cpufree_state.workspace_size));
-    cudaEvent_t start, stop;
-    CPUFREE_CHECK(cudaEventCreate(&start));
-    CPUFREE_CHECK(cudaEventCreate(&stop));
+    cudaEvent_t start = cpufree_state.start, stop = cpufree_state.stop;
     CPUFREE_CHECK(cudaEventRecord(start, 0));
     CPUFREE_CHECK(CPUFREE_LAUNCH_COOPERATIVE({kernel}, dim3((unsigned)grid), dim3((unsigned)block), args, 0, 0));
     CPUFREE_CHECK(cudaEventRecord(stop, 0));
@@ -133,8 +150,6 @@ extern "C" int cpufree_run({params}) {{
     CPUFREE_CHECK(CPUFREE_AFTER_LAUNCH());
     CPUFREE_CHECK(cudaGetLastError());
     CPUFREE_CHECK(cudaEventElapsedTime(&cpufree_state.elapsed_ms, start, stop));
-    CPUFREE_CHECK(cudaEventDestroy(start));
-    CPUFREE_CHECK(cudaEventDestroy(stop));
     cpufree_state.grid_used = (int)grid;
     cpufree_state.block_used = block;
     return 0;

@@ -21,12 +21,13 @@ def nested_loops(params: list[str], ranges: list, body: list[str]) -> list[str]:
 
 def decode_flat(source: str, var: str, params: list[str], ranges: list, extents: list[str]) -> list[str]:
     """Map parameters from the flat index ``source`` (last parameter fastest), through the running
-    variable ``var``; ``extents`` are the C++ names of the parameters' extents."""
+    variable ``var``; ``extents`` are the C++ names of the parameters' extents. Division and remainder
+    go through ``cpufree::div_``/``mod_``, 32-bit whenever the operands fit."""
     lines = [f"{INDEX_T} {var} = {source};"]
     for k in reversed(range(len(params))):
         b, _, s = ranges[k]
-        digit = var if k == 0 else f"({var} % {extents[k]})"
+        digit = var if k == 0 else f"cpufree::mod_({var}, {extents[k]})"
         lines.append(f"const {INDEX_T} {params[k]} = {cexpr(b)} + {digit} * ({cexpr(s)});")
         if k > 0:
-            lines.append(f"{var} /= {extents[k]};")
+            lines.append(f"{var} = cpufree::div_({var}, {extents[k]});")
     return lines

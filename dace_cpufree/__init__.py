@@ -6,7 +6,7 @@
 """
 
 from dace_cpufree import transformations  # noqa: F401  (registers enum members with DaCe)
-from dace_cpufree.api import compile, generate_code, kernel_source, persistent_sdfg
+from dace_cpufree.api import compile, generate_code, kernel_source, persistent_sdfg, prebuild
 from dace_cpufree.errors import (
     ArgumentError,
     BuildError,
@@ -29,4 +29,5 @@ __all__ = [
     "generate_code",
     "kernel_source",
     "persistent_sdfg",
+    "prebuild",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import dace
 
@@ -91,6 +92,8 @@ def compile(  # noqa: A001 - the API's name
     scheduler: bool | str = True,
     tile_sizes: dict[str, int] | None = None,
     symbols: dict[str, int] | None = None,
+    *,
+    load: bool = True,
 ) -> PersistentProgram:
     """Compiles a program into a callable that runs it as one persistent kernel.
 
@@ -99,10 +102,11 @@ def compile(  # noqa: A001 - the API's name
     :param scheduler: map steps onto tiles of the grid (default); ``False``: plain grid-stride loops.
     :param tile_sizes: tile size per map label, overriding the scheduler's choice.
     :param symbols: size symbols to compile in as constants (static tile sizes).
+    :param load: ``False``: only build (see :func:`prebuild`).
     """
     if backend not in BACKENDS:
         raise CpufreeError(f"unknown backend '{backend}'. Fix: use one of {', '.join(BACKENDS)}.")
-    if backend == "cuda" and gpu_count() == 0:
+    if load and backend == "cuda" and gpu_count() == 0:
         raise LaunchError(
             "no NVIDIA GPU is visible to this process. Fix: run on a GPU machine, or use "
             "backend='emulate' to run the generated kernel on the host."
@@ -118,4 +122,13 @@ def compile(  # noqa: A001 - the API's name
         )
     source = add_shmem_runtime(generate(sdfg, DIALECTS["cuda" if backend == "emulate" else backend]), sdfg)
     library = build(source.code, sdfg.name, backend, shmem=shmem)
+    if not load:
+        return library
     return PersistentProgram(sdfg, source, library, backend)
+
+
+def prebuild(program_or_sdfg, backend: str = "cuda", **options) -> Path:
+    """Compiles like :func:`compile` into the build cache without loading the library (nor initialising
+    NVSHMEM): a launcher script builds every configuration in parallel once, and each process of the
+    later ``mpirun`` jobs then finds its build in the cache. Returns the library's path."""
+    return compile(program_or_sdfg, backend=backend, load=False, **options)

@@ -61,6 +61,11 @@ class PutLayout:
         rows = " * ".join(f"({cexpr(s)})" for s in outer) if outer else "1"
         return rows, cexpr(length), cexpr(ss), cexpr(ds)
 
+    @property
+    def dense_rows(self) -> bool:
+        """Whether each row along the last dimension is one dense run on both ends (a plane's interior)."""
+        return bool(self.dims) and _equal(self.dims[-1][1], 1) and _equal(self.dims[-1][2], 1)
+
     def decode(self, index: str, upto: int) -> list[str]:
         """C++ lines that turn ``index`` over dims ``[0, upto)`` into ``__so``/``__do`` element offsets."""
         lines = [f"{INDEX_T} __q = {index}, __so = 0, __do = 0;"]

@@ -7,6 +7,8 @@ sets ``flag`` there to ``signal`` once the data has arrived. Expansions (one per
 - contiguous ends: ``nvshmemx_putmem[_nbi]_block`` (with a signal ``nvshmemx_putmem_signal[_nbi]_block``);
 - strided ends: the block's threads split the rows along the last dimension and issue
   ``nvshmem_<T>_iput`` each; then one thread ``nvshmem_quiet()`` and ``nvshmemx_signal_op``;
+- rows that are dense on both ends (a 3-D halo plane's interior): one warp-cooperative
+  ``nvshmemx_putmem_nbi_warp`` per row over the block's warps, then ``quiet`` and ``signal_op``;
 - ROC_SHMEM: ``rocshmem_putmem[_signal][_nbi]_wg``; strided ends as element puts ``rocshmem_<T>_p``,
   then ``rocshmem_quiet()`` and ``rocshmem_uint64_atomic_set`` for the signal.
 
@@ -76,6 +78,29 @@ def _contiguous_call(node, api: ShmemAPI, nbytes: str, pe: str) -> list[str]:
     return [f"{api.putmem.format(nbi=nbi)}(_dest, _src, {nbytes}, {pe});"]
 
 
+def _dense_rows(node, layout: PutLayout, api: ShmemAPI, elem: str, pe: str) -> list[str]:
+    """Rows that are dense on both ends (a plane's interior): one warp-cooperative ``putmem_nbi`` per row,
+    the block's warps over the rows, then one thread's ``quiet`` and the signal. Element-wise ``iput``
+    would move a 128 x 128 plane as 16K remote 8-byte stores from one block."""
+    rows, length, _, _ = layout.rows()
+    lines = [
+        f"const {INDEX_T} __rows = {rows};",
+        "const int __warps = (int)(blockDim.x / warpSize), __warp = (int)(threadIdx.x / warpSize);",
+        f"for ({INDEX_T} __r = __warp; __r < __rows; __r += __warps) {{",
+    ]
+    lines += ["    " + line for line in layout.decode("__r", len(layout.dims) - 1)]
+    lines += [
+        f"    {api.putmem_warp.format(nbi='_nbi')}(_dest + __do, _src + __so, (size_t)({length}) * sizeof({elem}), {pe});",
+        "}",
+        "__syncthreads();",
+    ]
+    done = [f"    {api.quiet}"]  # the rows are complete (and visible at the target) before the flag
+    if node.signalled:
+        sig = value_text(node, "signal", "_signal")
+        done.append("    " + api.signal_op.format(flag="_flag", value=f"(uint64_t)({sig})", pe=pe))
+    return lines + ["if (threadIdx.x == 0) {"] + done + ["}", "__syncthreads();"]
+
+
 def _strided_nvshmem(node, layout: PutLayout, tname: str, pe: str) -> list[str]:
     """Rows along the last dimension, split over the block's threads (a row may be split in parts)."""
     rows, length, sstride, dstride = layout.rows()
@@ -137,6 +162,8 @@ def put_code(node, state, sdfg, api: ShmemAPI) -> str:
     if layout.contiguous:
         nbytes = f"(size_t)({cexpr(layout.count)}) * sizeof({sdesc.dtype.ctype})"
         return "\n".join(_contiguous_call(node, api, nbytes, pe))
+    if layout.dense_rows and len(layout.dims) > 1:
+        return "\n".join(_dense_rows(node, layout, api, sdesc.dtype.ctype, pe))
     tname = api.type_name(sdesc.dtype)
     strided = _strided_nvshmem if api is NVSHMEM_API else _strided_rocshmem
     return "\n".join(strided(node, layout, tname, pe))

@@ -23,9 +23,12 @@ class ShmemAPI:
     prefix: str  # "nvshmem" / "rocshmem"
     putmem: str  # block-cooperative contiguous put, "{nbi}" marks where "_nbi" goes
     putmem_signal: str  # block-cooperative contiguous put with signal
+    putmem_warp: str  # warp/wavefront-cooperative contiguous put, "{nbi}" marks where "_nbi" goes
+    signal_op: str  # one thread sets a remote flag: format(flag=, value=, pe=)
     signal_set: str  # the SET signal operator
     cmp_ge: str  # the >= comparison
     quiet: str
+    barrier_all: str  # one thread's PE-wide barrier (completes its updates too)
     type_names: dict  # dace typeclass -> type name in typed calls (nvshmem_<T>_iput, rocshmem_<T>_p)
 
     def type_name(self, dtype) -> str:
@@ -42,9 +45,12 @@ NVSHMEM_API = ShmemAPI(
     prefix="nvshmem",
     putmem="nvshmemx_putmem{nbi}_block",
     putmem_signal="nvshmemx_putmem_signal{nbi}_block",
+    putmem_warp="nvshmemx_putmem{nbi}_warp",
+    signal_op="nvshmemx_signal_op({flag}, {value}, NVSHMEM_SIGNAL_SET, {pe});",
     signal_set="NVSHMEM_SIGNAL_SET",
     cmp_ge="NVSHMEM_CMP_GE",
     quiet="nvshmem_quiet();",
+    barrier_all="nvshmem_barrier_all();",
     type_names={
         dace.float64: "double",
         dace.float32: "float",
@@ -64,9 +70,12 @@ ROCSHMEM_API = ShmemAPI(
     prefix="rocshmem",
     putmem="rocshmem_putmem{nbi}_wg",
     putmem_signal="rocshmem_putmem_signal{nbi}_wg",
+    putmem_warp="rocshmem_putmem{nbi}_wave",
+    signal_op="rocshmem_uint64_atomic_set({flag}, {value}, {pe});",
     signal_set="ROCSHMEM_SIGNAL_SET",
     cmp_ge="ROCSHMEM_CMP_GE",
     quiet="rocshmem_quiet();",
+    barrier_all="rocshmem_barrier_all();",
     type_names={
         dace.float64: "double",
         dace.float32: "float",

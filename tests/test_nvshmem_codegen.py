@@ -227,3 +227,70 @@ def test_tiles_cover_the_global_domain(npes):
         for pe in range(npes):
             module.place(out, module.tile(glob, pe, npes), pe, npes)
         assert np.array_equal(out, glob)
+
+
+def _jacobi(program, backend="cuda", **symbols):
+    return dace_cpufree.kernel_source(program, backend=backend, symbols=symbols or None)
+
+
+def test_quiets_run_whichever_waits_are_skipped():
+    """The quiet of a non-blocking put sits after the wait's conditional, not inside it: on a PE where
+    ``if pi > 0: SignalWait(...)`` is skipped the puts must still be completed before the source is reused."""
+    from npbench_runs.multigpu import jacobi_2d
+
+    sdfg = dace_cpufree.persistent_sdfg(jacobi_2d.overlapped, symbols=dict(LX=66, LY=34, PY=2))
+    quiets = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and "quiet" in n.label]
+    assert len(quiets) == 8  # 4 puts per half-step
+    for _, state in quiets:
+        region = state.parent_graph
+        while region is not None and not isinstance(region, dace.sdfg.state.ConditionalBlock):
+            region = region.parent_graph
+        assert region is None, f"quiet in {state.label} is inside a conditional"
+
+
+def test_buffers_initialised_in_the_kernel_are_fenced_before_the_first_put():
+    """hn = np.zeros(...) inside the program: a PE-wide barrier (with a grid.sync on each side) before the
+    time loop, or a fast neighbour's first put may land before the zeros."""
+    from npbench_runs.multigpu import jacobi_2d
+
+    src = _jacobi(jacobi_2d.overlapped, LX=66, LY=34, PY=2)
+    kernel = src.code[: src.code.index("// ---- host launcher")]
+    barrier, loop = kernel.index("nvshmem_barrier_all();"), kernel.index("for (t = 1;")
+    assert kernel.index("he[(__i0) * (64) + (__i1)] = __out;") < barrier < loop
+    assert "__grid.sync();" in kernel[kernel.index("he[(__i0) * (64) + (__i1)] = __out;") : barrier]
+    assert ("tasklet barrier_received", "thread 0 of block 0 (modulo the grid)", True) in src.steps
+    hip = dace_cpufree.generate_code(jacobi_2d.overlapped, backend="hip", symbols=dict(LX=66, LY=34, PY=2))
+    assert "rocshmem_barrier_all();" in hip
+    plain = _jacobi(jacobi_2d.plain, LX=66, LY=34, PY=2).code  # the user's arrays: copied in before the launch
+    assert "barrier_all();" not in plain[: plain.index("// ---- host launcher")]
+
+
+def test_plane_rows_are_warp_puts_not_element_iputs():
+    """A 3-D halo plane's interior: one warp-cooperative putmem_nbi per row, then quiet and the signal."""
+    from npbench_runs.multigpu import jacobi_3d
+
+    kernel = _jacobi(jacobi_3d.plain, LX=34, N=34).code
+    assert "iput" not in kernel
+    warp_put = kernel.index("nvshmemx_putmem_nbi_warp(_dest + __do, _src + __so, (size_t)(32) * sizeof(double), ")
+    quiet = kernel.index("nvshmem_quiet();", warp_put)
+    signal = kernel.index("nvshmemx_signal_op(_flag, (uint64_t)(t), NVSHMEM_SIGNAL_SET,", quiet)
+    assert warp_put < quiet < signal
+    assert "for (long long __r = __warp; __r < __rows; __r += __warps)" in kernel
+    hip = dace_cpufree.generate_code(jacobi_3d.plain, backend="hip", symbols=dict(LX=34, N=34))
+    assert "rocshmem_putmem_nbi_wave(_dest + __do, _src + __so," in hip
+    assert "rocshmem_uint64_atomic_set(_flag, (uint64_t)(t)," in hip
+
+
+@pytest.mark.parametrize(
+    "program, syncs",
+    [("jacobi_2d.plain", 4), ("jacobi_2d.overlapped", 7), ("jacobi_3d.plain", 4), ("jacobi_3d.overlapped", 7)],
+)
+def test_grid_syncs_per_step_with_sizes_compiled_in(program, syncs):
+    """Per half-step: plain = after the stencil (puts read it) and after the waits (the next stencil reads
+    the halo); overlapped adds one before the unpacking; + the barrier after the buffer initialisation.
+    Halo rows, edge lines and the interior are told apart by their regions (no sync between them)."""
+    from npbench_runs.multigpu import PROGRAMS
+
+    name, form = program.split(".")
+    sizes = dict(LX=66, LY=34, PY=2) if name == "jacobi_2d" else dict(LX=34, N=34)
+    assert _jacobi(getattr(PROGRAMS[name], form), **sizes).grid_syncs == syncs

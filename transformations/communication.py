@@ -10,8 +10,11 @@ Runs before :class:`FusePersistentKernel`, on the program's ``Putmem``/``SignalW
    before a completion point. Completion points are the end of the kernel (the launcher quiets and
    synchronises the PEs after it) and a ``SignalWait``: there a ``quiet`` by the put's own block is
    inserted when the source is written again later (it runs on the block that issued the put, after
-   it in that block's program order, so the put is issued before it is completed);
-5. expansion to the backend's SHMEM calls (``NVSHMEM`` for CUDA, ``ROCSHMEM`` for HIP).
+   it in that block's program order, so the put is issued before it is completed), in a state right
+   after the wait's block in the innermost region holding both, so that no branch skips it;
+5. a PE-wide barrier before the first communication when the kernel initialises buffers that other PEs
+   put into (a neighbour's first put must not land before this PE's ``np.zeros``);
+6. expansion to the backend's SHMEM calls (``NVSHMEM`` for CUDA, ``ROCSHMEM`` for HIP).
 
 The flag-to-region mapping (which regions a wait makes complete) is built by the frontend as the
 waits' ``_guard`` edges; see :mod:`dace_cpufree.frontend.signal_wait`.
@@ -26,6 +29,7 @@ import dace
 from dace import subsets
 from dace.properties import Property, make_properties
 from dace.sdfg import nodes
+from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
 from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.frontend.putmem import location
@@ -97,8 +101,41 @@ def _writes(state, node, region) -> bool:
     return False
 
 
+def _regions(block) -> list:
+    """The control-flow regions around ``block``, innermost first (not a conditional's own block)."""
+    out, g = [], block.parent_graph
+    while g is not None:
+        if isinstance(g, ControlFlowRegion) and not isinstance(g, ConditionalBlock):
+            out.append(g)
+        g = g.parent_graph
+    return out
+
+
+def _child_in(region, block):
+    while block is not None and block.parent_graph is not region:
+        block = block.parent_graph
+    return block
+
+
+def _quiet_point(put_state, wait_state, src):
+    """Where the quiet for a put goes: right after the block that holds the wait, in the innermost region
+    that holds both the put and the wait, so that it runs whichever branches were taken (a wait inside
+    ``if pe > 0:`` may be skipped on some PEs; the put's completion may not). ``(region, block)``, or None
+    when that block also writes the source (then the put stays blocking)."""
+    around_put = _regions(put_state)
+    region = next((r for r in _regions(wait_state) if any(r is q for q in around_put)), None)
+    block = _child_in(region, wait_state) if region is not None else None
+    if block is None:
+        return None
+    states = [block] if isinstance(block, dace.SDFGState) else [st for st, _ in linear_states(block)]
+    if any(_writes(st, n, src) for st in states for n in st.nodes()):
+        return None
+    return region, block
+
+
 def relax_ordering(sdfg: dace.SDFG) -> list[tuple]:
-    """Chooses blocking or ``_nbi`` per put; returns ``(put, put state, wait state)`` needing a quiet."""
+    """Chooses blocking or ``_nbi`` per put; returns ``(put, put state, (region, block))`` needing a quiet
+    after ``block``."""
     quiets = []
     for put, state in [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]:
         src = _src(state, put)
@@ -111,21 +148,67 @@ def relax_ordering(sdfg: dace.SDFG) -> list[tuple]:
                 break
         else:
             wait_state = None  # no later write: the end of the kernel completes the put
-        put.blocking = blocking
-        if not blocking and wait_state is not None:
-            quiets.append((put, state, wait_state))
+        point = _quiet_point(state, wait_state, src) if not blocking and wait_state is not None else None
+        put.blocking = blocking or (wait_state is not None and point is None)
+        if point is not None:
+            quiets.append((put, state, point))
     return quiets
 
 
-def add_quiet(sdfg: dace.SDFG, put: Putmem, put_state, wait_state, backend: str) -> nodes.Tasklet:
-    """A ``quiet`` by the put's block in the wait's state, before later writes to the put's source.
+def _whole(sdfg, name: str) -> dace.Memlet:
+    return dace.Memlet.from_array(name, sdfg.arrays[name])
+
+
+def fence_received_buffers(sdfg: dace.SDFG, backend: str) -> nodes.Tasklet | None:
+    """A PE-wide barrier before the first communication when the kernel itself writes buffers that other
+    PEs put into (``hn = np.zeros(...)``): without it a fast neighbour's first put can land before this
+    PE's initialisation and be overwritten. The barrier reads and writes those buffers, so the kernel
+    generator puts a ``grid.sync()`` on each side of it."""
+    puts = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]
+    dests = {_dest(s, p).data for p, s in puts}
+    states = linear_states(sdfg)
+    first = next((k for k, (st, _) in enumerate(states) if any(isinstance(n, _COMM) for n in st.nodes())), None)
+    if first is None:
+        return None
+    top = _child_in(sdfg, states[first][0])
+    inside = {id(st) for st, _ in linear_states(top)} if not isinstance(top, dace.SDFGState) else {id(top)}
+    written = sorted(
+        {
+            n.data
+            for st, _ in states[:first]
+            if id(st) not in inside
+            for n in st.nodes()
+            if isinstance(n, nodes.AccessNode) and n.data in dests and _writes(st, n, _whole(sdfg, n.data))
+        }
+    )
+    if not written:
+        return None
+    api = APIS[IMPLEMENTATION[backend]]
+    state = sdfg.add_state_before(top, "cpufree_fence_received", is_start_block=top is sdfg.start_block)
+    ptr = lambda n: dace.pointer(sdfg.arrays[n].dtype)  # noqa: E731
+    tasklet = state.add_tasklet(
+        "barrier_received",
+        {f"_r_{n}": ptr(n) for n in written},
+        {f"_w_{n}": ptr(n) for n in written},
+        api.barrier_all,
+        language=dace.Language.CPP,
+        location=location("thread", 0),
+    )
+    for n in written:
+        state.add_edge(state.add_read(n), None, tasklet, f"_r_{n}", _whole(sdfg, n))
+        state.add_edge(tasklet, f"_w_{n}", state.add_write(n), None, _whole(sdfg, n))
+    return tasklet
+
+
+def add_quiet(sdfg: dace.SDFG, put: Putmem, put_state, quiet_state, backend: str) -> nodes.Tasklet:
+    """A ``quiet`` by the put's block in ``quiet_state``, before later writes to the put's source.
 
     It reads the source (so the kernel generator orders later writes of it after the quiet) and
     names the destination as a remote pointer (a live output, not a local access).
     """
     src, dest = _src(put_state, put), _dest(put_state, put)
     api = APIS[IMPLEMENTATION[backend]]
-    tasklet = wait_state.add_tasklet(
+    tasklet = quiet_state.add_tasklet(
         f"quiet_{put.label}",
         {"_src": dace.pointer(sdfg.arrays[src.data].dtype)},
         {"_dest": dace.pointer(sdfg.arrays[dest.data].dtype)},
@@ -133,10 +216,8 @@ def add_quiet(sdfg: dace.SDFG, put: Putmem, put_state, wait_state, backend: str)
         language=dace.Language.CPP,
         location=location("block", put.block, ["_dest"]),
     )
-    wait_state.add_edge(wait_state.add_read(src.data), None, tasklet, "_src", copy.deepcopy(src))
-    wait_state.add_edge(tasklet, "_dest", wait_state.add_write(dest.data), None, copy.deepcopy(dest))
-    if wait_state is put_state:
-        wait_state.add_edge(put, None, tasklet, None, dace.Memlet())  # after the put in the block's order
+    quiet_state.add_edge(quiet_state.add_read(src.data), None, tasklet, "_src", copy.deepcopy(src))
+    quiet_state.add_edge(tasklet, "_dest", quiet_state.add_write(dest.data), None, copy.deepcopy(dest))
     return tasklet
 
 
@@ -172,8 +253,12 @@ class PrepareCommunication(ppl.Pass):
         PlaceOnSymmetricHeap().apply_pass(sdfg, {})
         assign_blocks(sdfg)
         quiets = relax_ordering(sdfg)
-        for put, put_state, wait_state in quiets:
-            add_quiet(sdfg, put, put_state, wait_state, self.backend)
+        after = {}  # one state of quiets after each block that holds waits
+        for put, put_state, (region, block) in quiets:
+            if id(block) not in after:
+                after[id(block)] = region.add_state_after(block, f"quiet_after_{block.label}")
+            add_quiet(sdfg, put, put_state, after[id(block)], self.backend)
+        fence_received_buffers(sdfg, self.backend)
         for node, state in found:
             node.prepared = True
             node.implementation = IMPLEMENTATION[self.backend]

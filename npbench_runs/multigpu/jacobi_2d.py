@@ -187,5 +187,15 @@ def check_size(n: int, npes: int, nx: int | None = None) -> None:
         raise ValueError(f"N - 2 = {n - 2} must be divisible by the {px} x {py} process grid, >= 4 cells a side.")
 
 
-def symbols(npes: int) -> dict:
-    return {"PY": process_grid(npes)[1]}
+def local_shape(n: int, npes: int, nx: int | None = None) -> tuple[int, int]:
+    """Shape of each PE's tile (interior plus ring)."""
+    px, py = process_grid(npes)
+    return (n - 2) // px + 2, (n - 2) // py + 2
+
+
+def symbols(npes: int, shape: tuple | None = None) -> dict:
+    """Symbols of the programs for ``npes`` PEs; with the tile ``shape``, its sizes too (compiled in)."""
+    out = {"PY": process_grid(npes)[1]}
+    if shape is not None:
+        out.update(LX=int(shape[0]), LY=int(shape[1]))
+    return out

@@ -155,5 +155,11 @@ def check_size(n: int, npes: int, nx: int | None = None) -> None:
         raise ValueError(f"NX - 2 = {nx - 2} must be divisible by {npes} PEs with >= 4 planes each.")
 
 
-def symbols(npes: int) -> dict:
-    return {}
+def local_shape(n: int, npes: int, nx: int | None = None) -> tuple[int, int, int]:
+    """Shape of each PE's slab (interior planes plus the two halo planes)."""
+    return ((nx or n) - 2) // npes + 2, n, n
+
+
+def symbols(npes: int, shape: tuple | None = None) -> dict:
+    """Symbols of the programs; with the slab ``shape``, its sizes (compiled in)."""
+    return {} if shape is None else {"LX": int(shape[0]), "N": int(shape[1])}

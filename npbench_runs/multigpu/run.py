@@ -38,22 +38,33 @@ def _comm():
     return MPI.COMM_WORLD
 
 
-def _run_cpufree(program: str, form: str, A: np.ndarray, B: np.ndarray, steps: int, repeat: int) -> tuple:
+def compile_symbols(program: str, npes: int, shape: tuple, specialize: bool = True) -> tuple[dict, dict]:
+    """``(compiled in, passed per call)``: with ``specialize`` the tile sizes and the process grid are
+    compile-time constants (what a production run does: static index arithmetic, and the halo rows and
+    interior become provably disjoint, which saves grid syncs); otherwise all stay symbols."""
+    module = PROGRAMS[program]
+    if specialize:
+        return module.symbols(npes, shape), {}
+    return {}, module.symbols(npes)
+
+
+def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool = True) -> tuple:
     """Our persistent kernel on this process's PE: final tiles and report fields (kernel time by CUDA events)."""
     import dace_cpufree
 
     module = PROGRAMS[program]
     _, size, _ = launch_environment()
-    prog = dace_cpufree.compile(getattr(module, form))
+    fixed, per_call = compile_symbols(program, size, A.shape, specialize)
+    prog = dace_cpufree.compile(getattr(module, form), symbols=fixed or None)
     times = []
     for _ in range(repeat):
         a, b = A.copy(), B.copy()
         # fresh flags every run: they come back holding the last step's signals, and a wait for a value
         # already reached passes at once (the first run of this study reused them: races, wrong results)
         flags = np.zeros(module.FLAGS, dtype=np.uint64)
-        prog(a, b, flags, steps, **module.symbols(size))
+        prog(a, b, flags, steps, **per_call)
         times.append(prog.last_kernel_ms)
-    report = {"form": form, "timing": "kernel_event", "kernel_ms": min(times), "us_per_step": 1e3 * min(times) / steps}
+    report = {"form": form, "specialized": specialize, "timing": "kernel_event", "kernel_ms": min(times), "us_per_step": 1e3 * min(times) / steps}
     report["launch"] = list(prog.launch_config)
     return a, b, report
 
@@ -68,6 +79,7 @@ def run(
     framework: str = "cpufree",
     device: str = "gpu",
     nx: int | None = None,
+    specialize: bool = True,
 ) -> dict:
     """Runs on this process's GPU (``dace_mpi`` with ``device="cpu"``: on the CPU); returns rank 0's report
     (other ranks: their own timing only)."""
@@ -77,7 +89,7 @@ def run(
     A0, B0 = module.initialize(n, nx)
     A, B = module.tile(A0, rank, size), module.tile(B0, rank, size)
     if framework == "cpufree":
-        a, b, fields = _run_cpufree(program, form, A, B, steps, repeat)
+        a, b, fields = _run_cpufree(program, form, A, B, steps, repeat, specialize)
     else:
         from . import dace_mpi
 
@@ -129,10 +141,14 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-check", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--generic", action="store_true", help="cpufree: keep tile sizes symbolic (no specialisation)")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     check = not args.no_check
-    report = run(args.program, args.form, args.n, args.steps, args.repeat, check, args.framework, args.device, args.nx)
+    report = run(
+        args.program, args.form, args.n, args.steps, args.repeat, check, args.framework, args.device, args.nx,
+        not args.generic,
+    )
     report["wall_s"] = time.perf_counter() - t0
     rank, _, _ = launch_environment()
     if rank != 0:

@@ -32,7 +32,7 @@ struct LauncherState {{
     void *workspace = nullptr;
     size_t workspace_size = 0;
     char error[1024] = {{0}};
-    int cached_device = -1, cached_for = 0, sms = 0, block_chosen = 0, per_sm = 0;  // see cpufree_run
+    int cached_device = -1, cached_for = 0, sms = 0, warp = 0, block_chosen = 0, per_sm = 0;  // see cpufree_run
     bool events = false;
     cudaEvent_t start, stop;
 }} cpufree_state;
@@ -117,12 +117,15 @@ extern "C" int cpufree_run({params}) {{
             cpufree_state.events = true;
         }}
         cpufree_state.sms = sms;
+        cpufree_state.warp = warp;
         cpufree_state.block_chosen = block;
         cpufree_state.per_sm = per_sm;
         cpufree_state.cached_device = dev;
         cpufree_state.cached_for = cpufree_state.block;
     }}
     const int sms = cpufree_state.sms, block = cpufree_state.block_chosen, per_sm = cpufree_state.per_sm;
+    const int warp = cpufree_state.warp;  // the grid-size expressions of warp-per-output steps use it
+    (void)warp;
     long long grid = (long long)per_sm * sms;
     const long long work = {work};
     if (work > 0) grid = grid < (work + block - 1) / block ? grid : (work + block - 1) / block;

@@ -21,13 +21,32 @@ def nested_loops(params: list[str], ranges: list, body: list[str]) -> list[str]:
 
 def decode_flat(source: str, var: str, params: list[str], ranges: list, extents: list[str]) -> list[str]:
     """Map parameters from the flat index ``source`` (last parameter fastest), through the running
-    variable ``var``; ``extents`` are the C++ names of the parameters' extents. Division and remainder
-    go through ``cpufree::div_``/``mod_``, 32-bit whenever the operands fit."""
+    variable ``var``; ``extents`` are the C++ names of the parameters' extents. When every extent is a
+    constant and their product fits in 31 bits, division and remainder are 32-bit (a 64-bit division is a
+    long instruction sequence on GPUs); with symbolic extents they stay 64-bit (a run-time choice between
+    the two raised register use, and with it the occupancy of register-heavy kernels such as gemm)."""
+    narrow = _constant_product(ranges) is not None and _constant_product(ranges) < 2**31
     lines = [f"{INDEX_T} {var} = {source};"]
     for k in reversed(range(len(params))):
         b, _, s = ranges[k]
-        digit = var if k == 0 else f"cpufree::mod_({var}, {extents[k]})"
+        if k == 0:
+            digit = var
+        elif narrow:
+            digit = f"(long long)((unsigned){var} % (unsigned){extents[k]})"
+        else:
+            digit = f"({var} % {extents[k]})"
         lines.append(f"const {INDEX_T} {params[k]} = {cexpr(b)} + {digit} * ({cexpr(s)});")
         if k > 0:
-            lines.append(f"{var} = cpufree::div_({var}, {extents[k]});")
+            step = f"(long long)((unsigned){var} / (unsigned){extents[k]})" if narrow else f"{var} / {extents[k]}"
+            lines.append(f"{var} = {step};")
     return lines
+
+
+def _constant_product(ranges) -> int | None:
+    total = 1
+    for b, e, s in ranges:
+        try:
+            total *= max(0, (int(e) - int(b)) // int(s) + 1)
+        except (TypeError, ValueError):
+            return None
+    return total

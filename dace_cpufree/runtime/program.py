@@ -61,6 +61,17 @@ class PersistentProgram:
             for name, desc in sdfg.arrays.items()
             if isinstance(desc, dt.Array)
         }
+        # per argument and per return, read off the SDFG once: DaCe's property access is slow per call
+        self._dtypes = {a.name: np.dtype(a.desc.dtype.as_numpy_dtype()) for a in self._host_args if a.kind == "array"}
+        self._symmetric = {a.name for a in self._host_args if a.kind == "array" and is_symmetric(a.desc)}
+        self._returns = [
+            (n, np.dtype(d.dtype.as_numpy_dtype()))
+            for n, d in sdfg.arrays.items()
+            if n.startswith("__return") and not d.transient
+        ]
+        self._last_key, self._last_shapes = None, None
+        self._config = (ctypes.c_int(), ctypes.c_int(), ctypes.c_float())
+        self._config_refs = tuple(ctypes.byref(c) for c in self._config)
         self.last_kernel_ms = float("nan")
         self.launch_config = (0, 0)
         self._shmem = _attach_shmem(self._lib, source) if is_shmem_library(self._lib) else None
@@ -107,8 +118,8 @@ class PersistentProgram:
             for bound in owned:
                 if bound.device is not None:
                     self._lib.cpufree_free(ctypes.c_void_p(bound.device))
-        grid, block, ms = ctypes.c_int(), ctypes.c_int(), ctypes.c_float()
-        self._lib.cpufree_launch_config(ctypes.byref(grid), ctypes.byref(block), ctypes.byref(ms))
+        grid, block, ms = self._config
+        self._lib.cpufree_launch_config(*self._config_refs)
         self.launch_config, self.last_kernel_ms = (grid.value, block.value), ms.value
         if not returns:
             return None
@@ -152,30 +163,32 @@ class PersistentProgram:
         return symbols
 
     def _shape(self, name: str, symbols: dict) -> tuple[int, ...]:
-        key = tuple(sorted(symbols.items()))
-        shapes = self._shapes.setdefault(key, {})
+        if symbols == self._last_key:
+            shapes = self._last_shapes
+        else:
+            shapes = self._shapes.setdefault(tuple(sorted(symbols.items())), {})
+            self._last_key, self._last_shapes = symbols, shapes
         if name not in shapes:
             shapes[name] = tuple(int(dace.symbolic.evaluate(s, symbols)) for s in self.sdfg.arrays[name].shape)
         return shapes[name]
 
     def _allocate_returns(self, values: dict, symbols: dict) -> list[str]:
-        names = [n for n in self.sdfg.arrays if n.startswith("__return") and not self.sdfg.arrays[n].transient]
+        if not self._returns:
+            return []
         like_gpu = any(_device_pointer(v) is not None for v in values.values())
-        for name in names:
-            desc = self.sdfg.arrays[name]
+        for name, dtype in self._returns:
             shape = self._shape(name, symbols)
             if like_gpu:
                 import cupy
 
-                values[name] = cupy.empty(shape, dtype=desc.dtype.as_numpy_dtype())
+                values[name] = cupy.empty(shape, dtype=dtype)
             else:
-                values[name] = np.empty(shape, dtype=desc.dtype.as_numpy_dtype())
-        return names
+                values[name] = np.empty(shape, dtype=dtype)
+        return [name for name, _ in self._returns]
 
     def _bind_array(self, arg, value, symbols) -> _Bound:
-        desc = arg.desc
         expected = self._shape(arg.name, symbols)
-        dtype = np.dtype(desc.dtype.as_numpy_dtype())
+        dtype = self._dtypes[arg.name]
         if tuple(getattr(value, "shape", ())) != expected:
             raise ArgumentError(
                 f"{self.sdfg.name}: '{arg.name}' has shape {getattr(value, 'shape', None)}, expected {expected}."
@@ -183,7 +196,7 @@ class PersistentProgram:
         if np.dtype(value.dtype) != dtype:
             raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' has dtype {value.dtype}, expected {dtype}.")
         ptr = _device_pointer(value)
-        if self._shmem is not None and is_symmetric(desc):
+        if self._shmem is not None and arg.name in self._symmetric:
             return self._bind_symmetric(arg, value, ptr)
         if ptr is not None:
             if self.backend == "emulate":

@@ -47,15 +47,6 @@ namespace cpufree {
 template <typename T> __host__ __device__ inline T min_(T a, T b) { return a < b ? a : b; }
 template <typename T> __host__ __device__ inline T max_(T a, T b) { return a > b ? a : b; }
 
-// Flat-index decoding: a 64-bit division is a long instruction sequence on GPUs, a 32-bit one (or one by
-// a constant) a few instructions. Both operands are non-negative; when they fit in 32 bits (nearly
-// always: 2^32 elements per map) the 32-bit path runs. The test is uniform across a warp in practice.
-__host__ __device__ inline long long div_(long long a, long long b) {
-    return ((unsigned long long)(a | b) >> 32) == 0 ? (long long)((unsigned)a / (unsigned)b) : a / b;
-}
-__host__ __device__ inline long long mod_(long long a, long long b) {
-    return ((unsigned long long)(a | b) >> 32) == 0 ? (long long)((unsigned)a % (unsigned)b) : a % b;
-}
 
 // Reduction operators of write-conflict resolution (DaCe's WCR), by kind.
 enum class Op { Sum, Product, Min, Max, Custom };

@@ -40,12 +40,14 @@ def _gpus() -> int:
     return gpu_count()
 
 
-def weak_n(program: str, gpus: int) -> tuple[int, int | None] | None:
+def weak_n(program: str, gpus: int, tile: int | None = None) -> tuple[int, int | None] | None:
     """Global ``(N, NX)`` such that every GPU's tile has the 1-GPU interior (``NX``: jacobi_3d's split
-    axis, which alone grows; ``None`` for jacobi_2d's square domain)."""
-    inner = WEAK[program] - 2
+    axis, which alone grows; ``None`` for jacobi_2d's square domain). ``tile``: the 1-GPU side instead of
+    :data:`WEAK`'s."""
+    tile = tile or WEAK[program]
+    inner = tile - 2
     if program == "jacobi_3d":
-        return WEAK[program], inner * gpus + 2
+        return tile, inner * gpus + 2
     from .jacobi_2d import process_grid
 
     px, py = process_grid(gpus)
@@ -95,12 +97,15 @@ def _finish_dace_build(proc: subprocess.Popen) -> dict:
     return json.loads(lines[-1])
 
 
-def _configs(programs, gpus):
-    """(program, mode, gpus, n, nx) of every configuration (``nx``: jacobi_3d's split axis, or ``None``)."""
+def _configs(programs, gpus, modes=("weak", "strong"), sizes=None):
+    """(program, mode, gpus, n, nx) of every configuration (``nx``: jacobi_3d's split axis, or ``None``);
+    ``sizes``: ``{program: side}`` replacing the weak tile side and the strong domain side."""
+    sizes = sizes or {}
     for program in programs:
-        for mode in ("weak", "strong"):
+        for mode in modes:
             for g in gpus:
-                shape = weak_n(program, g) if mode == "weak" else (STRONG[program], None)
+                side = sizes.get(program)
+                shape = weak_n(program, g, side) if mode == "weak" else (side or STRONG[program], None)
                 if shape is not None:
                     yield program, mode, g, *shape
 
@@ -141,6 +146,11 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=int, default=240, help="seconds per configuration (then SIGKILL)")
     parser.add_argument("--build-timeout", type=int, default=300, help="seconds for compiling the DaCe programs")
     parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--modes", nargs="+", default=["weak", "strong"], choices=["weak", "strong"])
+    parser.add_argument(
+        "--size", nargs="+", default=[], metavar="PROGRAM=N",
+        help="per program: the weak tile side (1 GPU) / the strong domain side, e.g. jacobi_2d=4098",
+    )
     parser.add_argument("--prebuild-jobs", type=int, default=os.cpu_count() or 1, help="parallel builds of ours first")
     args = parser.parse_args(argv)
     gpus = args.gpus or [g for g in (1, 2, 4, 8) if g <= max(_gpus(), 1)]
@@ -151,7 +161,8 @@ def main(argv=None) -> int:
     jobs += [("dace_mpi", "mpi")] if build else []
     compile_s = None
     args.out.mkdir(parents=True, exist_ok=True)
-    configs = list(_configs(args.programs, gpus))
+    sizes = {k: int(v) for k, v in (item.split("=") for item in args.size)}
+    configs = list(_configs(args.programs, gpus, args.modes, sizes))
     if "cpufree" in args.frameworks:
         for err in prebuild_all(configs, args.forms, args.prebuild_jobs):
             print(json.dumps({"prebuild_error": err}), flush=True)

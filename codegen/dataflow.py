@@ -366,13 +366,14 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
             red_order, red_ranges, prologue, body, epilogue
         )
         extent = range_extents(subsets.Range([rng[contiguous]]))[0]
+        rows = " * ".join(f"({e})" for e in range_extents(subsets.Range([rng[p] for p in par]))) if par else "1"
         row = [
             RowForm(
                 list(par),
                 [rng[p] for p in par],
                 lambda: row_lines,
                 reduction=True,
-                want=f"cpufree::tile_for_reduction({extent})",
+                want=f"cpufree::tile_for_reduction({extent}, {rows})",
                 bound=tile,
             )
         ]

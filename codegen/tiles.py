@@ -102,7 +102,8 @@ def tiled_reduction(
     last parameter fastest) and combine with a tile reduction. ``prologue``/``epilogue`` run per
     output, around the lane loop."""
     inner = reduction_lanes(red, red_ranges, prologue, body, epilogue, tag)
-    want = f"cpufree::tile_for_reduction(__x{tag}_{contiguous})"
+    rows = " * ".join(f"__x{tag}_{p}" for p in par) or "1"
+    want = f"cpufree::tile_for_reduction(__x{tag}_{contiguous}, {rows})"
     code = extent_decls(list(par) + list(red), list(par_ranges) + list(red_ranges), tag)
     code += with_tile(tile, want, tile_stride(list(par), list(par_ranges), tag, inner))
     return code, want

@@ -247,7 +247,8 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     reads, writes = scope_accesses(ctx, state, entry)
     code = ["{"] + indent(code) + ["}"]
     item = Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy)
-    item.regions = _outer_regions(ctx, reads, writes, [(e.data, "R") for e in state.in_edges(entry)] + _written(ctx, entry, outputs))
+    read_memlets = [(e.data, "R") for e in state.in_edges(entry)]
+    item.regions = _outer_regions(ctx, reads, writes, read_memlets + _written(ctx, entry, outputs))
     if row is None and not reducible and not any(e.data.wcr is not None for e in outputs):
         row = _row_forms(ctx, state, entry, local)
     item.row = _row_candidate(ctx, state, entry, row)
@@ -277,7 +278,8 @@ def _outer_regions(ctx: KernelContext, reads, writes, memlets) -> tuple:
         for m, mode in memlets
         if not m.is_empty() and m.data in ctx.device and m.subset is not None
     ]
-    if not reads <= {n for n, mode, _ in regions if mode == "R"} or not writes <= {n for n, m, _ in regions if m == "W"}:
+    covered = {mode: {n for n, m, _ in regions if m == mode} for mode in ("R", "W")}
+    if not reads <= covered["R"] or not writes <= covered["W"]:
         return ()
     return tuple(regions)
 

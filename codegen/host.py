@@ -96,7 +96,8 @@ extern "C" int cpufree_run({params}) {{
     if (cpufree_state.cached_device != dev || cpufree_state.cached_for != cpufree_state.block) {{
         int coop = 0, sms = 0, block = cpufree_state.block, per_sm = 0;
         CPUFREE_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
-        if (!coop) return cpufree_fail("device %d does not support cooperative launch (persistent kernels need it)", dev);
+        if (!coop)
+            return cpufree_fail("device %d does not support cooperative launch (persistent kernels need it)", dev);
         CPUFREE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
         if (block <= 0) {{
             int min_grid = 0;
@@ -110,7 +111,8 @@ extern "C" int cpufree_run({params}) {{
         CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {kernel}, block, 0));
         if (per_sm < 1)
             return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "
-                                "multiprocessor (registers or shared memory). Fix: configure a smaller block size.", block);
+                                "multiprocessor (registers or shared memory). Fix: configure a smaller block size.",
+                                block);
         if (!cpufree_state.events) {{
             CPUFREE_CHECK(cudaEventCreate(&cpufree_state.start));
             CPUFREE_CHECK(cudaEventCreate(&cpufree_state.stop));

@@ -90,7 +90,8 @@ def _dense_rows(node, layout: PutLayout, api: ShmemAPI, elem: str, pe: str) -> l
     ]
     lines += ["    " + line for line in layout.decode("__r", len(layout.dims) - 1)]
     lines += [
-        f"    {api.putmem_warp.format(nbi='_nbi')}(_dest + __do, _src + __so, (size_t)({length}) * sizeof({elem}), {pe});",
+        f"    {api.putmem_warp.format(nbi='_nbi')}(_dest + __do, _src + __so, "
+        f"(size_t)({length}) * sizeof({elem}), {pe});",
         "}",
         "__syncthreads();",
     ]

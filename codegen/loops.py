@@ -25,7 +25,8 @@ def decode_flat(source: str, var: str, params: list[str], ranges: list, extents:
     constant and their product fits in 31 bits, division and remainder are 32-bit (a 64-bit division is a
     long instruction sequence on GPUs); with symbolic extents they stay 64-bit (a run-time choice between
     the two raised register use, and with it the occupancy of register-heavy kernels such as gemm)."""
-    narrow = _constant_product(ranges) is not None and _constant_product(ranges) < 2**31
+    count = _constant_product(ranges)
+    narrow = count is not None and count < 2**31
     lines = [f"{INDEX_T} {var} = {source};"]
     for k in reversed(range(len(params))):
         b, _, s = ranges[k]

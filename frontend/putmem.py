@@ -78,6 +78,16 @@ def _contiguous_call(node, api: ShmemAPI, nbytes: str, pe: str) -> list[str]:
     return [f"{api.putmem.format(nbi=nbi)}(_dest, _src, {nbytes}, {pe});"]
 
 
+def _quiet_then_signal(node, api: ShmemAPI, pe: str) -> list[str]:
+    """One thread completes the block's puts (``quiet``: the data is visible at the target) and then, for a
+    signalled put, sets the target's flag."""
+    lines = ["if (threadIdx.x == 0) {", f"    {api.quiet}"]
+    if node.signalled:
+        sig = value_text(node, "signal", "_signal")
+        lines.append("    " + api.signal_op.format(flag="_flag", value=f"(uint64_t)({sig})", pe=pe))
+    return lines + ["}"]
+
+
 def _dense_rows(node, layout: PutLayout, api: ShmemAPI, elem: str, pe: str) -> list[str]:
     """Rows that are dense on both ends (a plane's interior): one warp-cooperative ``putmem_nbi`` per row,
     the block's warps over the rows, then one thread's ``quiet`` and the signal. Element-wise ``iput``
@@ -95,11 +105,7 @@ def _dense_rows(node, layout: PutLayout, api: ShmemAPI, elem: str, pe: str) -> l
         "}",
         "__syncthreads();",
     ]
-    done = [f"    {api.quiet}"]  # the rows are complete (and visible at the target) before the flag
-    if node.signalled:
-        sig = value_text(node, "signal", "_signal")
-        done.append("    " + api.signal_op.format(flag="_flag", value=f"(uint64_t)({sig})", pe=pe))
-    return lines + ["if (threadIdx.x == 0) {"] + done + ["}", "__syncthreads();"]
+    return lines + _quiet_then_signal(node, api, pe) + ["__syncthreads();"]
 
 
 def _strided_nvshmem(node, layout: PutLayout, tname: str, pe: str) -> list[str]:
@@ -122,15 +128,8 @@ def _strided_nvshmem(node, layout: PutLayout, tname: str, pe: str) -> list[str]:
         "}",
     ]
     if node.signalled:
-        sig = value_text(node, "signal", "_signal")
         # iput is complete at the source only; quiet makes the data visible at the target before the flag.
-        lines += [
-            "__syncthreads();",
-            "if (threadIdx.x == 0) {",
-            "    nvshmem_quiet();",
-            f"    nvshmemx_signal_op(_flag, (uint64_t)({sig}), NVSHMEM_SIGNAL_SET, {pe});",
-            "}",
-        ]
+        lines += ["__syncthreads();"] + _quiet_then_signal(node, NVSHMEM_API, pe)
     return lines + ["__syncthreads();"]
 
 
@@ -141,14 +140,7 @@ def _strided_rocshmem(node, layout: PutLayout, tname: str, pe: str) -> list[str]
     lines += ["    " + line for line in layout.decode("__u", len(layout.dims))]
     lines += [f"    rocshmem_{tname}_p(({ctype} *)(_dest + __do), ({ctype})_src[__so], {pe});", "}", "__syncthreads();"]
     if node.signalled:
-        sig = value_text(node, "signal", "_signal")
-        lines += [
-            "if (threadIdx.x == 0) {",
-            "    rocshmem_quiet();",
-            f"    rocshmem_uint64_atomic_set(_flag, (uint64_t)({sig}), {pe});",
-            "}",
-            "__syncthreads();",
-        ]
+        lines += _quiet_then_signal(node, ROCSHMEM_API, pe) + ["__syncthreads();"]
     elif node.blocking:
         lines += ["if (threadIdx.x == 0) rocshmem_quiet();", "__syncthreads();"]
     return lines

@@ -522,8 +522,11 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
 
     A library expansion may ask for other executors through the tasklet's ``location``:
     ``cpufree_executor`` = ``"block"`` (all threads of one block, for block-cooperative calls) or
-    ``"thread"`` (thread 0 of one block), on block ``cpufree_block`` modulo the grid size. Block-wide
-    items are fenced by block barriers so that program order holds within the block.
+    ``"thread"`` (thread 0 of one block), on block ``cpufree_block`` modulo the grid size, or
+    ``"blocks"``: every block ``b`` with ``b % L == cpufree_block % L``, ``L`` = min(``cpufree_lanes``, grid)
+    (the grid's blocks dealt out over ``cpufree_lanes`` concurrent items); the code sees its part
+    ``__part`` of ``__parts``. Block-wide items are fenced by block barriers so that program order holds
+    within the block.
     """
     code = ScopeWriter(ctx, state, []).tasklet(node)
     location = node.location or {}
@@ -546,7 +549,27 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
         return Item(
             f"tasklet {node.label}", ["if (__tid == 0) {"] + indent(code) + ["}"], reads, writes, Executor.LEADER
         )
+    # Library calls on a block or thread: their registers apart from the kernel's loops (see cpufree::apart).
+    code = ["cpufree::apart([=]() {"] + indent(code) + ["});"]
     on_block = f"blockIdx.x == {block} % gridDim.x"
+    lanes = int(str(location.get("cpufree_lanes", 1)))
+    if kind == "blocks":
+        code = [
+            "{",
+            f"    const unsigned int __lanes = cpufree::min_<unsigned int>({lanes}u, gridDim.x);",
+            f"    if (blockIdx.x % __lanes == {block}u % __lanes) {{",
+            "        const unsigned int __part = blockIdx.x / __lanes;",
+            f"        const unsigned int __parts = (gridDim.x - 1 - {block}u % __lanes) / __lanes + 1;",
+            "        __syncthreads();",
+            *indent(indent(code)),
+            "        __syncthreads();",
+            "    }",
+            "}",
+        ]
+        strategy = f"lane {block} of {lanes}: blocks b with b % {lanes} == {block} share the work"
+        item = Item(f"tasklet {node.label}", code, reads, writes, Executor.BLOCKS, strategy=strategy, block=block)
+        item.regions = tuple(regions)
+        return item
     if kind == "block":
         code = [f"if ({on_block}) {{", "    __syncthreads();"] + indent(code) + ["    __syncthreads();", "}"]
         strategy = f"all threads of block {block} (modulo the grid)"
@@ -557,7 +580,7 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
         executor = Executor.THREAD
     else:
         raise NotPersistableError(
-            f"tasklet '{node.label}' asks for executor '{kind}'. Fix: use 'block', 'thread' or 'leader'."
+            f"tasklet '{node.label}' asks for executor '{kind}'. Fix: use 'blocks', 'block', 'thread' or 'leader'."
         )
     item = Item(f"tasklet {node.label}", code, reads, writes, executor, strategy=strategy, block=block)
     item.regions = tuple(regions)
@@ -577,18 +600,39 @@ def _copy_ends(state: SDFGState, edge) -> tuple[str, subsets.Subset, str, subset
     return src, src_sub, dst, dst_sub
 
 
-def _unflatten(tag: str, flat: str, sub: subsets.Subset) -> tuple[list[str], list]:
-    """Index of element ``flat`` (row-major) of ``sub``, as C++ lines and symbolic indices."""
-    sizes = [cexpr(s) for s in sub.size()]
+def _unflatten(tag: str, flat: str, sizes: list) -> list[str]:
+    """C++ lines that decode element ``flat`` (row-major) of a box of ``sizes`` into digits ``__{tag}{k}``;
+    32-bit division and remainder when the sizes are constants whose product fits in 31 bits."""
+    count = 1
+    for size in sizes:
+        count = count * size
+    narrow = bool(getattr(dace.symbolic.pystr_to_symbolic(str(count)), "is_Integer", False)) and int(count) < 2**31
     lines = [f"{INDEX_T} __{tag} = {flat};"]
     for k in reversed(range(len(sizes))):
-        lines.append(f"const {INDEX_T} __{tag}{k} = " + (f"__{tag}" if k == 0 else f"__{tag} % ({sizes[k]})") + ";")
+        size = cexpr(sizes[k])
+        if k == 0:
+            digit = f"__{tag}"
+        elif narrow:
+            digit = f"(long long)((unsigned)__{tag} % (unsigned)({size}))"
+        else:
+            digit = f"__{tag} % ({size})"
+        lines.append(f"const {INDEX_T} __{tag}{k} = {digit};")
         if k > 0:
-            lines.append(f"__{tag} /= ({sizes[k]});")
-    index = [
-        dace.symbolic.pystr_to_symbolic(f"({b}) + __{tag}{k} * ({s})") for k, (b, _, s) in enumerate(sub.ndrange())
-    ]
-    return lines, index
+            lines.append(
+                f"__{tag} = (long long)((unsigned)__{tag} / (unsigned)({size}));" if narrow else f"__{tag} /= ({size});"
+            )
+    return lines
+
+
+def _index(tag: str, sub: subsets.Subset) -> list:
+    """Symbolic indices of ``sub`` from the digits ``__{tag}{k}``."""
+    return [dace.symbolic.pystr_to_symbolic(f"({b}) + __{tag}{k} * ({s})") for k, (b, _, s) in enumerate(sub.ndrange())]
+
+
+def _equal_size(a, b) -> bool:
+    return (
+        dace.symbolic.simplify(dace.symbolic.pystr_to_symbolic(str(a)) - dace.symbolic.pystr_to_symbolic(str(b))) == 0
+    )
 
 
 def _copy(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list[str] | None) -> tuple[list[str], str]:
@@ -599,10 +643,12 @@ def _copy(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list[str
         src_expr, dst_expr = ctx.access(src, src_sub), ctx.access(dst, dst_sub)
         lines = []
     else:
-        src_lines, src_index = _unflatten("s", flat, src_sub)
-        dst_lines, dst_index = _unflatten("d", flat, dst_sub)
-        src_expr, dst_expr = ctx.element(src, src_index), ctx.element(dst, dst_index)
-        lines = src_lines + dst_lines
+        same = len(src_sub) == len(dst_sub) and all(
+            _equal_size(a, b) for a, b in zip(src_sub.size(), dst_sub.size())
+        )  # one decode serves both ends
+        lines = _unflatten("s", flat, src_sub.size()) + ([] if same else _unflatten("d", flat, dst_sub.size()))
+        src_expr = ctx.element(src, _index("s", src_sub))
+        dst_expr = ctx.element(dst, _index("s" if same else "d", dst_sub))
     wcr = edge.data.wcr
     if wcr is None:
         return lines + [f"{dst_expr} = {src_expr};"], n

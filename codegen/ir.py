@@ -19,6 +19,7 @@ class Executor(Enum):
     EVERY = "every"  # every thread redundantly (control flow reading device data)
     BLOCK = "block"  # every thread of one block (``Item.block``): block-cooperative library calls
     THREAD = "thread"  # thread 0 of one block (``Item.block``)
+    BLOCKS = "blocks"  # every thread of the blocks b with b % lanes == block % lanes (``Item.block`` is the lane)
 
 
 @dataclass(eq=False)

@@ -68,9 +68,12 @@ def with_tile(tile: int, want: str, body: list[str]) -> list[str]:
     """``body`` run by every thread with ``__tile`` bound to its tile.
 
     ``tile`` is the largest tile (static when the extent is known at compile time, else 1024); the
-    kernel takes the largest power of two up to it that ``want`` asks for and the block holds.
+    kernel takes the largest power of two up to it that ``want`` asks for and the block holds. The step
+    captures by value: each tile size's instantiation is its own function (``cpufree::run_step``), and a
+    by-reference capture made it reload every kernel argument through a pointer after each global store
+    (the compiler cannot rule out aliasing), which made gesummv's fused row loops 1.4x slower than plain.
     """
-    lines = ["auto __step = [&](auto __tile) {"] + indent(body) + ["};"]
+    lines = ["auto __step = [=](auto __tile) {"] + indent(body) + ["};"]
     return lines + [f"cpufree::with_tile<{tile or 1024}>({want}, __step);"]
 
 

@@ -265,20 +265,33 @@ def test_buffers_initialised_in_the_kernel_are_fenced_before_the_first_put():
     assert "barrier_all();" not in plain[: plain.index("// ---- host launcher")]
 
 
-def test_plane_rows_are_warp_puts_not_element_iputs():
-    """A 3-D halo plane's interior: one warp-cooperative putmem_nbi per row, then quiet and the signal."""
+def test_plane_rows_are_warp_puts_shared_by_the_blocks_of_a_lane():
+    """A 3-D halo plane's interior: its rows dealt out over every second block of the grid (two puts run at
+    once), one warp-cooperative putmem_nbi per row, each block's quiet, and the flag set once, by the last
+    block to finish (a counter that wraps for the next step)."""
     from npbench_runs.multigpu import jacobi_3d
 
-    kernel = _jacobi(jacobi_3d.plain, LX=34, N=34).code
+    src = _jacobi(jacobi_3d.plain, LX=34, N=34)
+    kernel = src.code[: src.code.index("// ---- host launcher")]
     assert "iput" not in kernel
+    for lane in ("0u", "1u"):
+        assert f"if (blockIdx.x % __lanes == {lane} % __lanes) {{" in kernel
+    assert kernel.count("const unsigned int __lanes = cpufree::min_<unsigned int>(2u, gridDim.x);") == 4
     warp_put = kernel.index("nvshmemx_putmem_nbi_warp(_dest + __do, _src + __so, (size_t)(32) * sizeof(double), ")
     quiet = kernel.index("nvshmem_quiet();", warp_put)
-    signal = kernel.index("nvshmemx_signal_op(_flag, (uint64_t)(t), NVSHMEM_SIGNAL_SET,", quiet)
+    signal = kernel.index(
+        "if (cpufree::shmem::last_of(&__arrived, __use)) nvshmemx_signal_op(_flag, (uint64_t)(t), NVSHMEM_SIGNAL_SET,",
+        quiet,
+    )
     assert warp_put < quiet < signal
-    assert "for (long long __r = __warp; __r < __rows; __r += __warps)" in kernel
+    assert "for (long long __r = __r0 + __warp; __r < __r1; __r += __warps)" in kernel
+    assert "const long long __r0 = __rows * __part / __use, __r1 = __rows * (__part + 1) / __use;" in kernel
+    # every block completes its own rows: no quiet tasklet later, and the put is listed as over its lane
+    assert "quiet_putmem" not in kernel
+    assert ("tasklet putmem", "lane 1 of 2: blocks b with b % 2 == 1 share the work", False) in src.steps
     hip = dace_cpufree.generate_code(jacobi_3d.plain, backend="hip", symbols=dict(LX=34, N=34))
     assert "rocshmem_putmem_nbi_wave(_dest + __do, _src + __so," in hip
-    assert "rocshmem_uint64_atomic_set(_flag, (uint64_t)(t)," in hip
+    assert "if (cpufree::shmem::last_of(&__arrived, __use)) rocshmem_uint64_atomic_set(_flag, (uint64_t)(t)," in hip
 
 
 @pytest.mark.parametrize(

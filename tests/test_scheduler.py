@@ -64,7 +64,7 @@ def test_softmax_4d_rows_get_tiles_tile_reductions_and_one_fused_row_loop():
     assert "atomic" not in kernel and "warp_reduce" not in kernel
     # all six steps (two initialisations, two reductions, exp, divide) share one tile-stride loop over
     # the three fused outer dimensions, decoded once per row; tile barriers, no grid.sync() between them
-    assert kernel.count("auto __step = [&](auto __tile)") == 1
+    assert kernel.count("auto __step = [=](auto __tile)") == 1
     assert "__or < __xr___g0 * __xr___g1 * __xr___g2; __or += __tilesr" in kernel
     assert "const long long __xr___g2 = cpufree::max_<long long>(0, 512);" in kernel
     assert kernel.count("__tile.sync();") == 5

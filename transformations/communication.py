@@ -32,7 +32,7 @@ from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
 from dace_cpufree.frontend import Putmem, SignalWait
-from dace_cpufree.frontend.putmem import location
+from dace_cpufree.frontend.putmem import location, shared_by_blocks
 from dace_cpufree.frontend.shmem_api import APIS, IMPLEMENTATION
 
 from dace_cpufree.errors import CommunicationError, NotPersistableError
@@ -70,22 +70,32 @@ def check_placement(sdfg: dace.SDFG) -> None:
 
 
 def assign_blocks(sdfg: dace.SDFG) -> None:
-    """Consecutive puts run on different blocks, hence concurrently; every wait on block 0.
+    """Consecutive puts run on different blocks, hence concurrently; every wait on block 0. A run of
+    ``k`` puts gets lanes 0..k-1 (``Putmem.block``) and ``Putmem.lanes = k``: a put spread over blocks
+    takes every ``k``-th block of the grid from its lane on.
 
     Waiting in parallel gains nothing (a run of waits ends when the last flag arrives), and one thread
     that waits for all flags in program order needs no grid synchronisation between the waits.
     """
-    count = 0
+    run: list[Putmem] = []
+
+    def close():
+        for put in run:
+            put.lanes = len(run)
+        run.clear()
+
     for state, _ in linear_states(sdfg):
         for node in dace.sdfg.utils.dfs_topological_sort(state):
             if isinstance(node, nodes.AccessNode):
                 continue
             if isinstance(node, Putmem):
-                node.block, count = count, count + 1
+                node.block = len(run)
+                run.append(node)
             else:
-                count = 0
+                close()
                 if isinstance(node, SignalWait):
                     node.block = 0
+    close()
 
 
 def _writes(state, node, region) -> bool:
@@ -138,6 +148,9 @@ def relax_ordering(sdfg: dace.SDFG) -> list[tuple]:
     after ``block``."""
     quiets = []
     for put, state in [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]:
+        if shared_by_blocks(put, state, state.sdfg):
+            put.blocking = True  # every block completes its part before it goes on: nothing to quiet later
+            continue
         src = _src(state, put)
         wait_state, blocking = None, False
         for other_state, node in nodes_after(sdfg, state, put):

@@ -73,6 +73,17 @@ __device__ inline void wait_or_trap(uint64_t *flag, uint64_t expected, const cha
     __threadfence_system();  // acquire: data that arrived before the flag is visible after the wait
 }
 
+// A put shared by `n` blocks signals once, after every block's part has arrived: each block's thread 0
+// calls this after its own quiet; the last of the `n` gets true (and the counter wraps back to 0, ready
+// for the next round). The fences make the other blocks' completed puts happen before the caller's
+// signal (release before the count, acquire after it).
+__device__ inline bool last_of(unsigned int *counter, unsigned int n) {
+    __threadfence_system();
+    const bool last = atomicInc(counter, n - 1) == n - 1;
+    if (last) __threadfence_system();
+    return last;
+}
+
 }  // namespace shmem
 }  // namespace cpufree
 

@@ -124,3 +124,55 @@ def test_cli_inspect_prints_code_and_summary(tmp_path, capsys):
     assert main(["inspect", f"{prog}:f"]) == 0
     out = capsys.readouterr().out
     assert "__global__ void" in out and "work items    : 1" in out and "grid.sync()   : 0" in out
+
+
+def _kernel_text(program, **options) -> str:
+    code = dace_cpufree.generate_code(program, **options)
+    return code[code.index("__global__") : code.index("// ---- host launcher")]
+
+
+def test_loop_steps_of_communicating_kernels_run_apart(monkeypatch):
+    """In a kernel with SHMEM calls every grid step of the time loop is its own function (cpufree::apart,
+    by-value captures); kernels without communication keep their steps inline (faster there: see
+    codegen/kernel.py); DACE_CPUFREE_INLINE_STEPS=1 inlines them all."""
+    from npbench_runs.multigpu import jacobi_2d
+
+    sizes = dict(symbols=dict(LX=66, LY=34, PY=2))
+    step_apart = re.compile(r"// map [^\n]*\n\s*cpufree::apart\(\[=\]\(\) \{")
+    kernel = _kernel_text(jacobi_2d.plain, **sizes)
+    assert len(step_apart.findall(kernel)) >= 2  # the two half-steps' stencils
+    assert kernel.index("cpufree::apart([=]() {") > kernel.index("// loop")
+    assert "cpufree::apart" not in _kernel_text(KERNELS["jacobi_2d"].program)  # no communication: inline
+    monkeypatch.setenv("DACE_CPUFREE_INLINE_STEPS", "1")
+    assert not step_apart.findall(_kernel_text(jacobi_2d.plain, **sizes))
+
+
+def test_tile_steps_capture_by_value():
+    """A tile step's lambda copies what it uses: by reference, every global store could alias the captured
+    arguments and the step reloaded them through pointers (gesummv: 71 local-memory loads in its warp step)."""
+    kernel = _kernel_text(KERNELS["gesummv"].program)
+    assert "auto __step = [=](auto __tile) {" in kernel and "[&]" not in kernel
+
+
+def test_thread_per_output_reductions_spread_their_warps_over_the_blocks():
+    """mvt's column sums (a thread per output): warps numbered block-fastest, lanes consecutive."""
+    kernel = _kernel_text(KERNELS["mvt"].program, scheduler=False)
+    spread = (
+        "const long long __spread = blockDim.x % warpSize ? __tid : "
+        "((long long)(threadIdx.x / warpSize) * gridDim.x + blockIdx.x) * warpSize + threadIdx.x % warpSize;"
+    )
+    assert kernel.count(spread) == 1
+    assert "for (long long __f = __spread; __f < __n; __f += __nthreads) {" in kernel
+    # element-wise maps keep thread-fastest numbering
+    assert "for (long long __f = __tid; __f < __n; __f += __nthreads) {" in kernel
+
+
+def test_copies_decode_once_in_32_bits_when_sizes_are_constants():
+    """An unpacking copy (halo buffer -> plane) of constant size: one 32-bit decode serves both ends."""
+    from npbench_runs.multigpu import jacobi_3d
+
+    kernel = _kernel_text(jacobi_3d.overlapped, symbols=dict(LX=34, N=34))
+    start = kernel.index("// copy lo_buf -> B")
+    copy = kernel[start : kernel.index("}", kernel.index("= lo_buf[", start))]
+    assert "(long long)((unsigned)__s % (unsigned)(32))" in copy
+    assert "__d" not in copy and "__s /= " not in copy

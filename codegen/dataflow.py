@@ -26,7 +26,7 @@ from dace_cpufree.transformations.schedule_threads import contiguous_param
 from dace_cpufree.errors import NotPersistableError
 
 from .context import KernelContext, is_view_edge
-from .expressions import INDEX_T, cexpr, range_extents, tasklet_code
+from .expressions import INDEX_T, cexpr, range_extents, same_value, tasklet_code
 from .ir import Executor, Item
 from .loops import decode_flat, indent, nested_loops
 from .rows import RowCandidate, RowForm
@@ -565,8 +565,8 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     # Library calls on a block or thread: their registers apart from the kernel's loops (see cpufree::apart).
     code = ["cpufree::apart([=]() {"] + indent(code) + ["});"]
     on_block = f"blockIdx.x == {block} % gridDim.x"
-    lanes = int(str(location.get("cpufree_lanes", 1)))
     if kind == "blocks":
+        lanes = int(str(location.get("cpufree_lanes", 1)))
         code = [
             "{",
             f"    const unsigned int __lanes = cpufree::min_<unsigned int>({lanes}u, gridDim.x);",
@@ -580,10 +580,8 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
             "}",
         ]
         strategy = f"lane {block} of {lanes}: blocks b with b % {lanes} == {block} share the work"
-        item = Item(f"tasklet {node.label}", code, reads, writes, Executor.BLOCKS, strategy=strategy, block=block)
-        item.regions = tuple(regions)
-        return item
-    if kind == "block":
+        executor = Executor.BLOCKS
+    elif kind == "block":
         code = [f"if ({on_block}) {{", "    __syncthreads();"] + indent(code) + ["    __syncthreads();", "}"]
         strategy = f"all threads of block {block} (modulo the grid)"
         executor = Executor.BLOCK
@@ -614,38 +612,16 @@ def _copy_ends(state: SDFGState, edge) -> tuple[str, subsets.Subset, str, subset
 
 
 def _unflatten(tag: str, flat: str, sizes: list) -> list[str]:
-    """C++ lines that decode element ``flat`` (row-major) of a box of ``sizes`` into digits ``__{tag}{k}``;
-    32-bit division and remainder when the sizes are constants whose product fits in 31 bits."""
-    count = 1
-    for size in sizes:
-        count = count * size
-    narrow = bool(getattr(dace.symbolic.pystr_to_symbolic(str(count)), "is_Integer", False)) and int(count) < 2**31
-    lines = [f"{INDEX_T} __{tag} = {flat};"]
-    for k in reversed(range(len(sizes))):
-        size = cexpr(sizes[k])
-        if k == 0:
-            digit = f"__{tag}"
-        elif narrow:
-            digit = f"(long long)((unsigned)__{tag} % (unsigned)({size}))"
-        else:
-            digit = f"__{tag} % ({size})"
-        lines.append(f"const {INDEX_T} __{tag}{k} = {digit};")
-        if k > 0:
-            lines.append(
-                f"__{tag} = (long long)((unsigned)__{tag} / (unsigned)({size}));" if narrow else f"__{tag} /= ({size});"
-            )
-    return lines
+    """C++ lines that decode element ``flat`` (row-major) of a box of ``sizes`` into digits ``__{tag}{k}``
+    (:func:`decode_flat`: 32-bit when the sizes are constants whose product fits in 31 bits)."""
+    digits = [f"__{tag}{k}" for k in range(len(sizes))]
+    ranges = [(0, size - 1, 1) for size in sizes]
+    return decode_flat(flat, f"__{tag}", digits, ranges, [f"({cexpr(size)})" for size in sizes])
 
 
 def _index(tag: str, sub: subsets.Subset) -> list:
     """Symbolic indices of ``sub`` from the digits ``__{tag}{k}``."""
     return [dace.symbolic.pystr_to_symbolic(f"({b}) + __{tag}{k} * ({s})") for k, (b, _, s) in enumerate(sub.ndrange())]
-
-
-def _equal_size(a, b) -> bool:
-    return (
-        dace.symbolic.simplify(dace.symbolic.pystr_to_symbolic(str(a)) - dace.symbolic.pystr_to_symbolic(str(b))) == 0
-    )
 
 
 def _copy(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list[str] | None) -> tuple[list[str], str]:
@@ -657,7 +633,7 @@ def _copy(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list[str
         lines = []
     else:
         same = len(src_sub) == len(dst_sub) and all(
-            _equal_size(a, b) for a, b in zip(src_sub.size(), dst_sub.size())
+            same_value(a, b) for a, b in zip(src_sub.size(), dst_sub.size())
         )  # one decode serves both ends
         lines = _unflatten("s", flat, src_sub.size()) + ([] if same else _unflatten("d", flat, dst_sub.size()))
         src_expr = ctx.element(src, _index("s", src_sub))

@@ -10,6 +10,7 @@ import copy
 from io import StringIO
 
 import dace
+import sympy
 from dace import data as dt
 from dace import subsets
 from dace.codegen import cppunparse
@@ -29,6 +30,14 @@ def kernel_symbols(sdfg: dace.SDFG) -> list[str]:
     for edge in sdfg.all_interstate_edges():
         names |= set(edge.data.assignments)
     return sorted(names)
+
+
+def same_value(a, b) -> bool:
+    """Whether two expressions (symbolic or text) are provably equal; unparsable ones compare as text."""
+    try:
+        return sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0
+    except (TypeError, ValueError, sympy.SympifyError):
+        return str(a) == str(b)
 
 
 def cexpr(expr) -> str:

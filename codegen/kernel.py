@@ -45,19 +45,10 @@ class KernelSource:
     steps: list = None  # (label, strategy, sync before) per work item, in program order
 
 
-def _apart(item: ir.Item, in_loop: bool) -> list[str]:
-    """A grid step inside a loop of a kernel that communicates, in a function of its own
-    (``cpufree::apart``). There the SHMEM library's inlined device code and the steps of the time loop
-    shared one register allocation, and values hoisted out of the time loop stayed live across all steps:
-    jacobi_3d's overlapped form used 207 registers per thread (48 apart) and ran 2.7x slower than the
-    plain form on one H200; jacobi_2d at 4098^2 ran 340 -> 187 us per step. In kernels without
-    communication the calls cost more than they save (NPBench S on an H200, inlined vs apart: vadv 0.40 vs
-    0.66 ms, fdtd_2d 0.19 vs 0.24, cg_residual 64 vs 77), so their steps stay inline. Tile steps are
-    functions of their own anyway (``cpufree::run_step``). ``DACE_CPUFREE_INLINE_STEPS=1`` inlines all."""
-    if not in_loop or item.executor != ir.Executor.GRID or os.environ.get("DACE_CPUFREE_INLINE_STEPS", "0") == "1":
-        return item.code
-    if any("cpufree::with_tile<" in line for line in item.code):
-        return item.code
+def _apart(item: ir.Item) -> list[str]:
+    """A grid step in a function of its own (``cpufree::apart``); see :class:`Printer` for where."""
+    if item.executor != ir.Executor.GRID or any("cpufree::with_tile<" in line for line in item.code):
+        return item.code  # tile steps are functions of their own anyway (cpufree::run_step)
     return ["cpufree::apart([=]() {"] + ["    " + line for line in item.code] + ["});"]
 
 
@@ -66,10 +57,20 @@ def _pad(lines: list[str], depth: int) -> list[str]:
 
 
 class Printer:
-    def __init__(self):
+    """Prints the kernel IR as C++.
+
+    ``steps_apart``: grid steps inside loops go into functions of their own (:func:`_apart`). Used for
+    kernels that communicate: there the SHMEM library's device code and the steps of the time loop shared
+    one register allocation, and values hoisted out of the time loop stayed live across all steps
+    (jacobi_3d's overlapped form: 207 registers per thread inlined, 48 apart, and 2.7x slower than the
+    plain form on one H200; jacobi_2d at 4098^2: 340 -> 187 us per step). Without communication the calls
+    cost more than they save (NPBench S on an H200, inlined vs apart: vadv 0.40 vs 0.66 ms, fdtd_2d 0.19 vs
+    0.24, cg_residual 64 vs 77)."""
+
+    def __init__(self, steps_apart: bool = False):
         self.labels = 0
         self.loops = 0  # loops around the node being printed
-        self.communicates = False  # the kernel has SHMEM calls (block/thread items): its loop steps go apart
+        self.steps_apart = steps_apart
 
     def node(self, node, depth: int) -> list[str]:
         if isinstance(node, ir.Item):
@@ -90,7 +91,7 @@ class Printer:
         lines = ["__grid.sync();"] if item.sync_before else []
         if item.executor != ir.Executor.EVERY:
             lines.append(f"// {item.label}")
-        return _pad(lines + (_apart(item, self.loops > 0) if self.communicates else item.code), depth)
+        return _pad(lines + (_apart(item) if self.steps_apart and self.loops else item.code), depth)
 
     @staticmethod
     def _expr(item: ir.Item | None) -> str:
@@ -170,11 +171,11 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
     args = ctx.args
     arg_names = {a.name for a in args}
     symbols = [f"    {symbol_ctype(sdfg, s)} {s} = 0;" for s in kernel_symbols(sdfg) if s not in arg_names]
-    printer = Printer()
-    printer.communicates = any(
+    # SHMEM calls are the only block and thread items; DACE_CPUFREE_INLINE_STEPS=1 keeps all steps inline.
+    communicates = any(
         i.executor in (ir.Executor.BLOCK, ir.Executor.BLOCKS, ir.Executor.THREAD) for i in ir.items(root)
     )
-    body = printer.node(root, 1)
+    body = Printer(communicates and os.environ.get("DACE_CPUFREE_INLINE_STEPS", "0") != "1").node(root, 1)
     code = KERNEL_TEMPLATE.format(
         sdfg=sdfg.name,
         kernel=kernel,

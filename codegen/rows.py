@@ -28,7 +28,7 @@ import dace
 import sympy
 
 from . import ir
-from .expressions import INDEX_T
+from .expressions import INDEX_T, same_value
 from .loops import indent
 from .tiles import extent_decls, layout, tile_stride, with_tile
 
@@ -52,15 +52,8 @@ class RowCandidate:
     prelude: list = field(default_factory=list)  # declarations of the views the map uses
 
 
-def _same(a, b) -> bool:
-    try:
-        return sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0
-    except (TypeError, ValueError, sympy.SympifyError):
-        return str(a) == str(b)
-
-
 def _same_ranges(r1, r2) -> bool:
-    return len(r1) == len(r2) and all(all(_same(x, y) for x, y in zip(a, b)) for a, b in zip(r1, r2))
+    return len(r1) == len(r2) and all(all(same_value(x, y) for x, y in zip(a, b)) for a, b in zip(r1, r2))
 
 
 def _identifies(index, row, rows) -> bool:
@@ -98,7 +91,10 @@ def _row_local(members: list[tuple[ir.Item, RowForm]]) -> bool:
         keys = [
             accesses[0][d][0]
             for d in range(ndims)
-            if all(_same(b, accesses[0][d][0]) and _same(e, accesses[0][d][0]) for b, e in (a[d] for a in accesses))
+            if all(
+                same_value(b, accesses[0][d][0]) and same_value(e, accesses[0][d][0])
+                for b, e in (a[d] for a in accesses)
+            )
         ]
         if not all(any(_identifies(k, g, rows) for k in keys) for g in rows):
             return False

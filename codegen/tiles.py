@@ -71,7 +71,8 @@ def with_tile(tile: int, want: str, body: list[str]) -> list[str]:
     kernel takes the largest power of two up to it that ``want`` asks for and the block holds. The step
     captures by value: each tile size's instantiation is its own function (``cpufree::run_step``), and a
     by-reference capture made it reload every kernel argument through a pointer after each global store
-    (the compiler cannot rule out aliasing), which made gesummv's fused row loops 1.4x slower than plain.
+    (the compiler cannot rule out aliasing; gesummv's warp step: 71 local-memory loads in PTX). On an H200
+    this made softmax, mlp, atax, bicg and syr2k faster, and mvt's fused rows slower (cause not found).
     """
     lines = ["auto __step = [=](auto __tile) {"] + indent(body) + ["};"]
     return lines + [f"cpufree::with_tile<{tile or 1024}>({want}, __step);"]

@@ -66,6 +66,12 @@ class PutLayout:
         """Whether each row along the last dimension is one dense run on both ends (a plane's interior)."""
         return bool(self.dims) and _equal(self.dims[-1][1], 1) and _equal(self.dims[-1][2], 1)
 
+    @property
+    def shared_rows(self) -> bool:
+        """Whether the put is rows dense on both ends, more than one, and not one dense run: the form that
+        the blocks of a lane share (see :mod:`dace_cpufree.frontend.putmem`)."""
+        return not self.contiguous and self.dense_rows and len(self.dims) > 1
+
     def decode(self, index: str, upto: int) -> list[str]:
         """C++ lines that turn ``index`` over dims ``[0, upto)`` into ``__so``/``__do`` element offsets."""
         lines = [f"{INDEX_T} __q = {index}, __so = 0, __do = 0;"]

@@ -32,7 +32,7 @@ from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
 from dace_cpufree.frontend import Putmem, SignalWait
-from dace_cpufree.frontend.putmem import location, shared_by_blocks
+from dace_cpufree.frontend.putmem import location, put_layout
 from dace_cpufree.frontend.shmem_api import APIS, IMPLEMENTATION
 
 from dace_cpufree.errors import CommunicationError, NotPersistableError
@@ -148,7 +148,7 @@ def relax_ordering(sdfg: dace.SDFG) -> list[tuple]:
     after ``block``."""
     quiets = []
     for put, state in [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]:
-        if shared_by_blocks(put, state, state.sdfg):
+        if put_layout(put, state, state.sdfg).shared_rows:
             put.blocking = True  # every block completes its part before it goes on: nothing to quiet later
             continue
         src = _src(state, put)

@@ -191,9 +191,9 @@ template <unsigned int Size> struct BlockTile {
 // through references that every global store may alias.
 template <typename F, typename Tile> __device__ __noinline__ void run_step(F f, Tile tile) { f(tile); }
 
-// Code that runs on one block or thread now and then (a put, a wait) in a function of its own: inlined,
-// the SHMEM library's calls and the kernel's hot loops shared one register allocation (jacobi_3d's
-// overlapped form: 232 registers per thread instead of ~100, a quarter of the plain form's occupancy).
+// Code in a function of its own: SHMEM calls (a put, a wait) and, in kernels that communicate, the grid
+// steps of loops. Inlined, the library's calls and the kernel's hot loops shared one register allocation
+// (jacobi_3d's overlapped form: 232 registers per thread; 48 with both apart).
 template <typename F> __device__ __noinline__ void apart(F f) { f(); }
 
 // Calls f(tile) with the largest tile size <= Size that `want` reaches and the block can hold:

@@ -30,7 +30,16 @@ from .expressions import INDEX_T, cexpr, range_extents, same_value, tasklet_code
 from .ir import Executor, Item
 from .loops import decode_flat, indent, nested_loops
 from .rows import RowCandidate, RowForm
-from .tiles import MAX_FUSED, extent_decls, lane_loop, layout, reduction_lanes, tiled_map, tiled_reduction
+from .tiles import (
+    MAX_FUSED,
+    extent_decls,
+    lane_loop,
+    layout,
+    reduction_lanes,
+    tiled_columns,
+    tiled_map,
+    tiled_reduction,
+)
 
 _WCR_OPS = {
     dtypes.ReductionType.Sum: "Sum",
@@ -408,6 +417,26 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
         )
         outer_work = _work(ctx, [rng[p] for p in par[-MAX_FUSED:]])
         work_ranges = [rng[p] for p in par[-MAX_FUSED:]] + [rng[contiguous]]
+    elif reducible and par == [contiguous]:  # outputs along the contiguous dimension alone: columns
+        row = None
+        sinks, prologue, epilogue = {}, [], []
+        for e in outputs:
+            var = ctx.fresh("acc")
+            op = wcr_op(e.data.wcr)
+            ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
+            target = ctx.access(e.data.data, e.data.subset)
+            sinks[(e.src, e.src_conn)] = (var, op, None)
+            prologue.append(f"{ctype} {var} = cpufree::identity<{op}, {ctype}>();")
+            epilogue.append(f"{var} = cpufree::column_reduce<{op}>(__tile, {var});")
+            epilogue.append(f"if (__slice == 0 && __c < __cols) {target} = cpufree::combine<{op}>({target}, {var});")
+        body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
+        code, want = tiled_columns(par, [rng[p] for p in par], red, [rng[p] for p in red], prologue, body, epilogue)
+        strategy = (
+            f"tiles of up to 1024 threads (picked at run time), a lane per output {dims(par)} (a warp's width of "
+            f"them per tile), the tile's warps split {dims(red)}, shared-memory combine"
+        )
+        outer_work = _work(ctx, [rng[p] for p in par])
+        return code, (None if outer_work is None else f"({outer_work}) * warp"), strategy, row
     elif len(space) >= 2 and contiguous in space:
         row = None
         if reducible:

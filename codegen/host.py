@@ -195,6 +195,7 @@ extern "C" int cpufree_shmem_n_pes() {{ return rocshmem_n_pes(); }}
 extern "C" void *cpufree_shmem_malloc(size_t n) {{ return rocshmem_malloc(n ? n : 1); }}
 extern "C" void cpufree_shmem_free(void *p) {{ rocshmem_free(p); }}
 extern "C" int cpufree_shmem_barrier() {{ rocshmem_barrier_all(); return 0; }}
+extern "C" int cpufree_shmem_unreachable_pe() {{ return -1; }}
 #else
 extern "C" int cpufree_shmem_uniqueid_size() {{ return (int)sizeof(nvshmemx_uniqueid_t); }}
 extern "C" int cpufree_shmem_get_uniqueid(void *out) {{
@@ -222,6 +223,15 @@ extern "C" int cpufree_shmem_n_pes() {{ return nvshmem_n_pes(); }}
 extern "C" void *cpufree_shmem_malloc(size_t n) {{ return nvshmem_malloc(n ? n : 1); }}
 extern "C" void cpufree_shmem_free(void *p) {{ nvshmem_free(p); }}
 extern "C" int cpufree_shmem_barrier() {{ nvshmem_barrier_all(); return 0; }}
+// The first PE that this one cannot reach by load/store (-1: every PE), for kernels built for direct
+// stores (shmem_transport="p2p"). Collective: it allocates a symmetric probe.
+extern "C" int cpufree_shmem_unreachable_pe() {{
+    void *probe = nvshmem_malloc(8);
+    int pe = 0;
+    while (pe < nvshmem_n_pes() && nvshmem_ptr(probe, pe) != nullptr) ++pe;
+    nvshmem_free(probe);
+    return pe < nvshmem_n_pes() ? pe : -1;
+}}
 #endif
 extern "C" int cpufree_shmem_copy(void *dst, const void *src, size_t n) {{
     CPUFREE_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDefault));

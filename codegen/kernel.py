@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import dace
 
 from . import ir
+from .captures import pass_pointers
 from .context import KernelContext, symbol_ctype
 from .dialect import Dialect
 from .expressions import kernel_symbols
@@ -176,6 +177,7 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
         i.executor in (ir.Executor.BLOCK, ir.Executor.BLOCKS, ir.Executor.THREAD) for i in ir.items(root)
     )
     body = Printer(communicates and os.environ.get("DACE_CPUFREE_INLINE_STEPS", "0") != "1").node(root, 1)
+    body = pass_pointers(body, {a.name: a.decl for a in args if a.kind in ("array", "workspace")})
     code = KERNEL_TEMPLATE.format(
         sdfg=sdfg.name,
         kernel=kernel,

@@ -31,6 +31,7 @@ def persistent_sdfg(
     tile_sizes: dict[str, int] | None = None,
     symbols: dict[str, int] | None = None,
     backend: str = "cuda",
+    shmem_transport: str | None = None,
 ) -> dace.SDFG:
     """The SDFG of a program, transformed to run as one persistent cooperative kernel.
 
@@ -43,6 +44,10 @@ def persistent_sdfg(
                     (The symbols are replaced by the values throughout the SDFG.)
     :param backend: selects the SHMEM library that ``nvshmem.Putmem``/``SignalWait`` expand to
                     (NVSHMEM for ``"cuda"``, ROC_SHMEM for ``"hip"``).
+    :param shmem_transport: NVSHMEM only: ``"p2p"`` (the kernel stores to its peers directly; one node),
+                    ``"proxy"`` (NVSHMEM's calls, which also reach other nodes) or ``"auto"`` (default, or
+                    ``DACE_CPUFREE_SHMEM_TRANSPORT``): ``"proxy"`` when the launcher placed the ranks on
+                    several nodes, else ``"p2p"``.
 
     The input is not modified. Raises :class:`NotPersistableError` naming what cannot be made persistent.
     """
@@ -58,7 +63,7 @@ def persistent_sdfg(
         for k in symbols:
             if k in sdfg.symbols:
                 sdfg.remove_symbol(k)
-    PrepareCommunication("cuda" if backend == "emulate" else backend).apply_pass(sdfg, {})
+    PrepareCommunication("cuda" if backend == "emulate" else backend, shmem_transport).apply_pass(sdfg, {})
     FusePersistentKernel().apply_pass(sdfg, {})
     if scheduler not in (True, False, "all"):
         raise CpufreeError(f"scheduler={scheduler!r}. Fix: use True (reductions), 'all' (every map) or False.")
@@ -93,6 +98,7 @@ def compile(  # noqa: A001 - the API's name
     tile_sizes: dict[str, int] | None = None,
     symbols: dict[str, int] | None = None,
     *,
+    shmem_transport: str | None = None,
     load: bool = True,
 ) -> PersistentProgram:
     """Compiles a program into a callable that runs it as one persistent kernel.
@@ -102,6 +108,7 @@ def compile(  # noqa: A001 - the API's name
     :param scheduler: map steps onto tiles of the grid (default); ``False``: plain grid-stride loops.
     :param tile_sizes: tile size per map label, overriding the scheduler's choice.
     :param symbols: size symbols to compile in as constants (static tile sizes).
+    :param shmem_transport: how NVSHMEM programs reach their peers (see :func:`persistent_sdfg`).
     :param load: ``False``: only build (see :func:`prebuild`).
     """
     if backend not in BACKENDS:
@@ -112,7 +119,12 @@ def compile(  # noqa: A001 - the API's name
             "backend='emulate' to run the generated kernel on the host."
         )
     sdfg = persistent_sdfg(
-        program_or_sdfg, scheduler=scheduler, tile_sizes=tile_sizes, symbols=symbols, backend=backend
+        program_or_sdfg,
+        scheduler=scheduler,
+        tile_sizes=tile_sizes,
+        symbols=symbols,
+        backend=backend,
+        shmem_transport=shmem_transport,
     )
     shmem = uses_shmem(sdfg)
     if shmem and backend == "emulate":

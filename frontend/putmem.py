@@ -10,6 +10,8 @@ sets ``flag`` there to ``signal`` once the data has arrived. Expansions (one per
 - rows that are dense on both ends (a 3-D halo plane's interior): the rows are dealt out over the
   blocks of the put's lane (every ``lanes``-th block of the grid), one warp-cooperative
   ``nvshmemx_putmem_nbi_warp`` per row; each block quiets its rows, the last one to finish sets the flag;
+- NVSHMEM on one node (``NVSHMEM_P2P``): the same shapes with the kernel's own stores through ``nvshmem_ptr``
+  (``cpufree::shmem::p2p``): a block copies, a system-scope fence is the quiet, a release store the signal;
 - ROC_SHMEM: ``rocshmem_putmem[_signal][_nbi]_wg``; strided ends as element puts ``rocshmem_<T>_p``,
   then ``rocshmem_quiet()`` and ``rocshmem_uint64_atomic_set`` for the signal; dense rows as above with
   ``rocshmem_putmem_nbi_wave``.
@@ -34,7 +36,7 @@ from dace_cpufree.errors import NotPersistableError
 
 from .environments import NVSHMEM, ROCSHMEM
 from .layout import PutLayout
-from .shmem_api import NVSHMEM_API, ROCSHMEM_API, ShmemAPI
+from .shmem_api import NVSHMEM_API, NVSHMEM_P2P_API, ROCSHMEM_API, ShmemAPI
 
 
 def _edge(state, node, conn: str, out: bool):
@@ -125,7 +127,7 @@ def _dense_rows(node, layout: PutLayout, api: ShmemAPI, elem: str, pe: str) -> l
     return lines + ["}"]
 
 
-def _strided_nvshmem(node, layout: PutLayout, tname: str, pe: str) -> list[str]:
+def _strided_nvshmem(node, layout: PutLayout, tname: str, pe: str, api: ShmemAPI) -> list[str]:
     """Rows along the last dimension, split over the block's threads (a row may be split in parts)."""
     rows, length, sstride, dstride = layout.rows()
     outer = len(layout.dims) - 1
@@ -140,24 +142,24 @@ def _strided_nvshmem(node, layout: PutLayout, tname: str, pe: str) -> list[str]:
     ]
     lines += ["    " + line for line in layout.decode("__u / __parts", outer)]
     lines += [
-        f"    nvshmem_{tname}_iput(_dest + __do + __lo * ({dstride}), _src + __so + __lo * ({sstride}), "
+        f"    {api.iput.format(t=tname)}(_dest + __do + __lo * ({dstride}), _src + __so + __lo * ({sstride}), "
         f"(ptrdiff_t)({dstride}), (ptrdiff_t)({sstride}), (size_t)__cnt, {pe});",
         "}",
     ]
     if node.signalled:
         # iput is complete at the source only; quiet makes the data visible at the target before the flag.
-        lines += ["__syncthreads();"] + _quiet_then_signal(node, NVSHMEM_API, pe)
+        lines += ["__syncthreads();"] + _quiet_then_signal(node, api, pe)
     return lines + ["__syncthreads();"]
 
 
-def _strided_rocshmem(node, layout: PutLayout, tname: str, pe: str) -> list[str]:
+def _strided_rocshmem(node, layout: PutLayout, tname: str, pe: str, api: ShmemAPI) -> list[str]:
     """rocSHMEM has no strided put: element puts over the work-group's threads (packing and put in one)."""
     ctype = {"longlong": "long long", "ulonglong": "unsigned long long", "schar": "signed char"}.get(tname, tname)
     lines = [f"for ({INDEX_T} __u = threadIdx.x; __u < {cexpr(layout.count)}; __u += blockDim.x) {{"]
     lines += ["    " + line for line in layout.decode("__u", len(layout.dims))]
     lines += [f"    rocshmem_{tname}_p(({ctype} *)(_dest + __do), ({ctype})_src[__so], {pe});", "}", "__syncthreads();"]
     if node.signalled:
-        lines += _quiet_then_signal(node, ROCSHMEM_API, pe) + ["__syncthreads();"]
+        lines += _quiet_then_signal(node, api, pe) + ["__syncthreads();"]
     elif node.blocking:
         lines += ["if (threadIdx.x == 0) rocshmem_quiet();", "__syncthreads();"]
     return lines
@@ -179,8 +181,8 @@ def put_code(node, state, sdfg, api: ShmemAPI, layout: PutLayout) -> str:
     if layout.shared_rows:
         return "\n".join(_dense_rows(node, layout, api, sdesc.dtype.ctype, pe))
     tname = api.type_name(sdesc.dtype)
-    strided = _strided_nvshmem if api is NVSHMEM_API else _strided_rocshmem
-    return "\n".join(strided(node, layout, tname, pe))
+    strided = _strided_nvshmem if api.iput else _strided_rocshmem
+    return "\n".join(strided(node, layout, tname, pe, api))
 
 
 def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
@@ -212,6 +214,15 @@ class ExpandPutmemNVSHMEM(ExpandTransformation):
 
 
 @library.expansion
+class ExpandPutmemNVSHMEMP2P(ExpandTransformation):
+    environments = [NVSHMEM]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg, **kwargs):
+        return _expand(node, parent_state, parent_sdfg, NVSHMEM_P2P_API)
+
+
+@library.expansion
 class ExpandPutmemROCSHMEM(ExpandTransformation):
     environments = [ROCSHMEM]
 
@@ -229,7 +240,11 @@ class Putmem(nodes.LibraryNode):
     ``_signal``). ``blocking`` and ``block`` are decided by the communication passes.
     """
 
-    implementations = {"NVSHMEM": ExpandPutmemNVSHMEM, "ROCSHMEM": ExpandPutmemROCSHMEM}
+    implementations = {
+        "NVSHMEM": ExpandPutmemNVSHMEM,
+        "NVSHMEM_P2P": ExpandPutmemNVSHMEMP2P,
+        "ROCSHMEM": ExpandPutmemROCSHMEM,
+    }
     default_implementation = "NVSHMEM"
 
     pe = SymbolicProperty(default=0, desc="target PE (an expression); unused with connector _pe")

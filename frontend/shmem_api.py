@@ -8,6 +8,8 @@ puts (``rocshmem_<T>_p``) by the work-group's threads, the signal a remote ``uin
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass
 
 import dace
@@ -29,6 +31,8 @@ class ShmemAPI:
     cmp_ge: str  # the >= comparison
     quiet: str
     barrier_all: str  # one thread's PE-wide barrier (completes its updates too)
+    iput: str  # one thread's strided put, format(t=type name); empty: the library has none
+    wait: str  # one thread waits until the local flag is >= value: format(flag=, value=)
     type_names: dict  # dace typeclass -> type name in typed calls (nvshmem_<T>_iput, rocshmem_<T>_p)
 
     def type_name(self, dtype) -> str:
@@ -51,6 +55,8 @@ NVSHMEM_API = ShmemAPI(
     cmp_ge="NVSHMEM_CMP_GE",
     quiet="nvshmem_quiet();",
     barrier_all="nvshmem_barrier_all();",
+    iput="nvshmem_{t}_iput",
+    wait="nvshmem_signal_wait_until({flag}, NVSHMEM_CMP_GE, {value});",
     type_names={
         dace.float64: "double",
         dace.float32: "float",
@@ -76,6 +82,8 @@ ROCSHMEM_API = ShmemAPI(
     cmp_ge="ROCSHMEM_CMP_GE",
     quiet="rocshmem_quiet();",
     barrier_all="rocshmem_barrier_all();",
+    iput="",
+    wait="rocshmem_ulonglong_wait_until((unsigned long long *){flag}, ROCSHMEM_CMP_GE, {value});",
     type_names={
         dace.float64: "double",
         dace.float32: "float",
@@ -90,6 +98,65 @@ ROCSHMEM_API = ShmemAPI(
     },
 )
 
-#: Implementation name per code-generation backend.
-IMPLEMENTATION = {"cuda": "NVSHMEM", "emulate": "NVSHMEM", "hip": "ROCSHMEM"}
-APIS = {"NVSHMEM": NVSHMEM_API, "ROCSHMEM": ROCSHMEM_API}
+# NVSHMEM with every peer reachable by load/store (one node): puts, quiets and signals are the kernel's own
+# stores and fences through nvshmem_ptr (cpufree/shmem.cuh, namespace cpufree::shmem::p2p), so NVSHMEM's
+# proxy transport is not linked into the kernel (NVSHMEM's wait, a local poll, also calls into it); the
+# PE-wide barrier before a time loop stays NVSHMEM's.
+NVSHMEM_P2P_API = dataclasses.replace(
+    NVSHMEM_API,
+    name="NVSHMEM_P2P",
+    putmem="cpufree::shmem::p2p::putmem_block",
+    putmem_signal="cpufree::shmem::p2p::putmem_signal_block",
+    putmem_warp="cpufree::shmem::p2p::putmem_warp",
+    signal_op="cpufree::shmem::p2p::signal_set({flag}, {value}, {pe});",
+    quiet="cpufree::shmem::p2p::quiet();",
+    iput="cpufree::shmem::p2p::iput",
+    wait="cpufree::shmem::p2p::wait_until_ge({flag}, {value});",
+)
+
+APIS = {"NVSHMEM": NVSHMEM_API, "NVSHMEM_P2P": NVSHMEM_P2P_API, "ROCSHMEM": ROCSHMEM_API}
+TRANSPORTS = ("auto", "p2p", "proxy")
+TRANSPORT_ENV = "DACE_CPUFREE_SHMEM_TRANSPORT"
+
+
+def _ranks_span_nodes() -> bool | None:
+    """Whether the launcher placed this job's ranks on more than one node (``None``: it does not say)."""
+    env = os.environ
+    for total, local in (
+        ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"),  # Open MPI
+        ("PMI_SIZE", "MPI_LOCALNRANKS"),  # MPICH / Hydra (also NVSHMEM's nvshmrun)
+        ("SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"),
+    ):
+        if env.get(total, "").isdigit() and env.get(local, "").isdigit():
+            return int(env[total]) > int(env[local])
+    if env.get("SLURM_JOB_NUM_NODES", "").isdigit():
+        return int(env["SLURM_JOB_NUM_NODES"]) > 1
+    return None
+
+
+def implementation(backend: str, transport: str | None = None) -> str:
+    """The library-node implementation for ``backend`` and ``transport`` (default: the environment variable
+    ``DACE_CPUFREE_SHMEM_TRANSPORT``, else ``"auto"``).
+
+    ``"p2p"``: the kernel stores to its peers directly (one node; the fastest, see ``NVSHMEM_P2P_API``);
+    ``"proxy"``: NVSHMEM's calls, which also reach other nodes; ``"auto"``: ``"proxy"`` when the launcher
+    placed the ranks on several nodes, else ``"p2p"`` (the launcher checks at start that every peer is
+    reachable and names this option when one is not). ROC_SHMEM (``"hip"``) has its calls only.
+    """
+    transport = transport or os.environ.get(TRANSPORT_ENV) or "auto"
+    if transport not in TRANSPORTS:
+        raise CommunicationError(
+            f"shmem_transport={transport!r}. Fix: use one of {', '.join(TRANSPORTS)} "
+            f"(argument shmem_transport or {TRANSPORT_ENV})."
+        )
+    if backend == "hip":
+        if transport == "p2p":
+            raise CommunicationError(
+                "shmem_transport='p2p' is implemented for NVSHMEM only. Fix: use 'auto' or 'proxy' with backend='hip'."
+            )
+        return "ROCSHMEM"
+    if backend not in ("cuda", "emulate"):
+        raise CommunicationError(f"no SHMEM library for backend '{backend}'. Fix: use 'cuda' or 'hip'.")
+    if transport == "auto":
+        transport = "proxy" if _ranks_span_nodes() else "p2p"
+    return "NVSHMEM_P2P" if transport == "p2p" else "NVSHMEM"

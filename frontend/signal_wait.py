@@ -21,17 +21,14 @@ from dace.transformation.transformation import ExpandTransformation
 
 from .environments import NVSHMEM, ROCSHMEM
 from .putmem import _check_prepared, _edge, expression_symbols, location, value_text
-from .shmem_api import NVSHMEM_API, ROCSHMEM_API, ShmemAPI
+from .shmem_api import NVSHMEM_API, NVSHMEM_P2P_API, ROCSHMEM_API, ShmemAPI
 
 
 def wait_code(node, state, api: ShmemAPI) -> str:
     """The C++ body of the wait tasklet: the library's wait, or the polling debug wait."""
     flag = _edge(state, node, "_flag", False).data
     sig = f"(uint64_t)({value_text(node, 'signal', '_signal')})"
-    if api is NVSHMEM_API:
-        wait = f"nvshmem_signal_wait_until(_flag, NVSHMEM_CMP_GE, {sig});"
-    else:
-        wait = f"rocshmem_ulonglong_wait_until((unsigned long long *)_flag, ROCSHMEM_CMP_GE, {sig});"
+    wait = api.wait.format(flag="_flag", value=sig)
     return "\n".join(
         [
             "#if defined(CPUFREE_WAIT_TIMEOUT_NS)",
@@ -69,6 +66,15 @@ class ExpandSignalWaitNVSHMEM(ExpandTransformation):
 
 
 @library.expansion
+class ExpandSignalWaitNVSHMEMP2P(ExpandTransformation):
+    environments = [NVSHMEM]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg, **kwargs):
+        return _expand(node, parent_state, parent_sdfg, NVSHMEM_P2P_API)
+
+
+@library.expansion
 class ExpandSignalWaitROCSHMEM(ExpandTransformation):
     environments = [ROCSHMEM]
 
@@ -85,7 +91,11 @@ class SignalWait(nodes.LibraryNode):
     that the puts signalling this flag write; added by :class:`~dace_cpufree.transformations.PrepareCommunication`.
     """
 
-    implementations = {"NVSHMEM": ExpandSignalWaitNVSHMEM, "ROCSHMEM": ExpandSignalWaitROCSHMEM}
+    implementations = {
+        "NVSHMEM": ExpandSignalWaitNVSHMEM,
+        "NVSHMEM_P2P": ExpandSignalWaitNVSHMEMP2P,
+        "ROCSHMEM": ExpandSignalWaitROCSHMEM,
+    }
     default_implementation = "NVSHMEM"
 
     signal = SymbolicProperty(default=0, desc="value to wait for (an expression); unused with _signal")

@@ -138,20 +138,50 @@ def test_loop_steps_of_communicating_kernels_run_apart(monkeypatch):
     from npbench_runs.multigpu import jacobi_2d
 
     sizes = dict(symbols=dict(LX=66, LY=34, PY=2))
-    step_apart = re.compile(r"// map [^\n]*\n\s*cpufree::apart\(\[=\]\(\) \{")
+    step_apart = re.compile(r"// map [^\n]*\n\s*cpufree::apart\(\[=\]\(double \* [AB]")
     kernel = _kernel_text(jacobi_2d.plain, **sizes)
     assert len(step_apart.findall(kernel)) >= 2  # the two half-steps' stencils
-    assert kernel.index("cpufree::apart([=]() {") > kernel.index("// loop")
+    assert kernel.index("cpufree::apart([=](") > kernel.index("// loop")
     assert "cpufree::apart" not in _kernel_text(KERNELS["jacobi_2d"].program)  # no communication: inline
     monkeypatch.setenv("DACE_CPUFREE_INLINE_STEPS", "1")
     assert not step_apart.findall(_kernel_text(jacobi_2d.plain, **sizes))
 
 
-def test_tile_steps_capture_by_value():
-    """A tile step's lambda copies what it uses: by reference, every global store could alias the captured
-    arguments and the step reloaded them through pointers (gesummv: 71 local-memory loads in its warp step)."""
+def test_step_functions_take_the_kernel_pointers_as_parameters():
+    """A tile step copies the scalars it uses (by reference, every global store could alias them: gesummv's
+    warp step reloaded them 71 times) and gets the kernel's pointers as parameters declared like the kernel's
+    (captured, nvcc saw struct members: generic loads and stores, no __restrict__)."""
     kernel = _kernel_text(KERNELS["gesummv"].program)
-    assert "auto __step = [=](auto __tile) {" in kernel and "[&]" not in kernel
+    assert "[&]" not in kernel
+    header = re.search(r"auto __step = \[=\]\(auto __tile, ([^)]*)\) \{", kernel)
+    params = dict(reversed(p.rsplit(" ", 1)) for p in header.group(1).split(", "))
+    assert params["A"] == "double * __restrict__" and params["B"] == "double * __restrict__"  # read only
+    assert params["alpha_times_A"] == "double *"  # written: no __restrict__, as in the kernel's signature
+    call = re.search(r"cpufree::with_tile<\d+>\(.*, __step, ([^;]*)\);", kernel)
+    assert call.group(1).split(", ") == list(params)  # passed in the same order
+    # communicating kernels: steps apart take theirs the same way, SHMEM tasklets too
+    from npbench_runs.multigpu import jacobi_2d
+
+    kernel = _kernel_text(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2))
+    assert "cpufree::apart([=]() {" not in kernel
+    assert re.search(r"cpufree::apart\(\[=\]\(double \* A, double \* B\) \{", kernel)
+    assert "}, B, flags);" in kernel
+
+
+def test_column_reductions_split_the_reduced_dimension_over_the_warps_of_a_tile():
+    """mvt's ``y_2 @ A`` (outputs along the contiguous dimension): a warp's width of outputs per tile, the
+    tile's warps (slices) stride over the rows, then combine in shared memory; slice 0 stores."""
+    src = dace_cpufree.kernel_source(KERNELS["mvt"].program)
+    kernel = _kernel_text(KERNELS["mvt"].program)
+    assert "cpufree::with_tile<1024>(cpufree::tile_for_columns(__x___i0, __x___i1), __step, A, y_2, y_2_matmul_A);" in (
+        kernel
+    )
+    assert "for (long long __l = __slice; __l < __x___i1; __l += __slices) {" in kernel
+    assert "__acc1 = cpufree::column_reduce<cpufree::Op::Sum>(__tile, __acc1);" in kernel
+    assert "if (__slice == 0 && __c < __cols) y_2_matmul_A[(__i0)] = " in kernel
+    assert "#pragma unroll 1" in kernel
+    assert any("the tile's warps split (__i1), shared-memory combine" in s for _, s, _ in src.steps)
+    assert "tile_for_columns" not in _kernel_text(KERNELS["mvt"].program, scheduler=False)
 
 
 def test_thread_per_output_reductions_spread_their_warps_over_the_blocks():

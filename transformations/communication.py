@@ -14,7 +14,8 @@ Runs before :class:`FusePersistentKernel`, on the program's ``Putmem``/``SignalW
    after the wait's block in the innermost region holding both, so that no branch skips it;
 5. a PE-wide barrier before the first communication when the kernel initialises buffers that other PEs
    put into (a neighbour's first put must not land before this PE's ``np.zeros``);
-6. expansion to the backend's SHMEM calls (``NVSHMEM`` for CUDA, ``ROCSHMEM`` for HIP).
+6. expansion to the backend's SHMEM calls (``NVSHMEM`` for CUDA, or ``NVSHMEM_P2P``, its direct-store form for
+   one node: see :func:`~dace_cpufree.frontend.shmem_api.implementation`; ``ROCSHMEM`` for HIP).
 
 The flag-to-region mapping (which regions a wait makes complete) is built by the frontend as the
 waits' ``_guard`` edges; see :mod:`dace_cpufree.frontend.signal_wait`.
@@ -33,9 +34,9 @@ from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
 from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.frontend.putmem import location, put_layout
-from dace_cpufree.frontend.shmem_api import APIS, IMPLEMENTATION
+from dace_cpufree.frontend.shmem_api import APIS, TRANSPORTS, implementation
 
-from dace_cpufree.errors import CommunicationError, NotPersistableError
+from dace_cpufree.errors import NotPersistableError
 
 from .program_order import linear_states, nodes_after
 from .symmetric import PlaceOnSymmetricHeap
@@ -172,7 +173,7 @@ def _whole(sdfg, name: str) -> dace.Memlet:
     return dace.Memlet.from_array(name, sdfg.arrays[name])
 
 
-def fence_received_buffers(sdfg: dace.SDFG, backend: str) -> nodes.Tasklet | None:
+def fence_received_buffers(sdfg: dace.SDFG, impl: str) -> nodes.Tasklet | None:
     """A PE-wide barrier before the first communication when the kernel itself writes buffers that other
     PEs put into (``hn = np.zeros(...)``): without it a fast neighbour's first put can land before this
     PE's initialisation and be overwritten. The barrier reads and writes those buffers, so the kernel
@@ -196,7 +197,7 @@ def fence_received_buffers(sdfg: dace.SDFG, backend: str) -> nodes.Tasklet | Non
     )
     if not written:
         return None
-    api = APIS[IMPLEMENTATION[backend]]
+    api = APIS[impl]
     state = sdfg.add_state_before(top, "cpufree_fence_received", is_start_block=top is sdfg.start_block)
     ptr = lambda n: dace.pointer(sdfg.arrays[n].dtype)  # noqa: E731
     tasklet = state.add_tasklet(
@@ -213,14 +214,14 @@ def fence_received_buffers(sdfg: dace.SDFG, backend: str) -> nodes.Tasklet | Non
     return tasklet
 
 
-def add_quiet(sdfg: dace.SDFG, put: Putmem, put_state, quiet_state, backend: str) -> nodes.Tasklet:
+def add_quiet(sdfg: dace.SDFG, put: Putmem, put_state, quiet_state, impl: str) -> nodes.Tasklet:
     """A ``quiet`` by the put's block in ``quiet_state``, before later writes to the put's source.
 
     It reads the source (so the kernel generator orders later writes of it after the quiet) and
     names the destination as a remote pointer (a live output, not a local access).
     """
     src, dest = _src(put_state, put), _dest(put_state, put)
-    api = APIS[IMPLEMENTATION[backend]]
+    api = APIS[impl]
     tasklet = quiet_state.add_tasklet(
         f"quiet_{put.label}",
         {"_src": dace.pointer(sdfg.arrays[src.data].dtype)},
@@ -245,12 +246,20 @@ class PrepareCommunication(ppl.Pass):
     CATEGORY = "dace-cpufree"
 
     backend = Property(dtype=str, default="cuda", desc="cuda (NVSHMEM) or hip (ROC_SHMEM)", category="General")
+    transport = Property(
+        dtype=str,
+        default="auto",
+        choices=TRANSPORTS,
+        desc="NVSHMEM: 'p2p' (direct stores to peers on one node), 'proxy' (NVSHMEM's calls, any node) or "
+        "'auto' (p2p unless the launcher placed the ranks on several nodes)",
+        category="General",
+    )
 
-    def __init__(self, backend: str = "cuda"):
+    def __init__(self, backend: str = "cuda", transport: str | None = None):
         super().__init__()
-        if backend not in IMPLEMENTATION:
-            raise CommunicationError(f"no SHMEM library for backend '{backend}'. Fix: use 'cuda' or 'hip'.")
+        self._implementation = implementation(backend, transport)  # raises on an unknown backend or transport
         self.backend = backend
+        self.transport = transport or "auto"
 
     def modifies(self) -> ppl.Modifies:
         return ppl.Modifies.Everything
@@ -270,10 +279,10 @@ class PrepareCommunication(ppl.Pass):
         for put, put_state, (region, block) in quiets:
             if id(block) not in after:
                 after[id(block)] = region.add_state_after(block, f"quiet_after_{block.label}")
-            add_quiet(sdfg, put, put_state, after[id(block)], self.backend)
-        fence_received_buffers(sdfg, self.backend)
+            add_quiet(sdfg, put, put_state, after[id(block)], self._implementation)
+        fence_received_buffers(sdfg, self._implementation)
         for node, state in found:
             node.prepared = True
-            node.implementation = IMPLEMENTATION[self.backend]
+            node.implementation = self._implementation
             node.expand(state)
         return len(found)

@@ -5,7 +5,8 @@ own launch. This pass decides, per top-level map, a tile size: the kernel partit
 into tiles of that many threads (``cooperative_groups::tiled_partition<T>``); the lanes of a tile
 cover the map's contiguous dimension and the tiles stride over its other dimensions, which the code
 generator fuses into one loop (at most three of them, the rest run as sequential loops). A
-reduction over the contiguous dimension becomes a reduction inside the tile.
+reduction over the contiguous dimension becomes a reduction inside the tile; a reduction whose outputs
+run along the contiguous dimension (columns) gets tiles whose warps split the reduced dimension.
 """
 
 from __future__ import annotations
@@ -59,6 +60,18 @@ def reduces(state: SDFGState, entry: nodes.MapEntry, param: str) -> bool:
     if not outputs or any(e.data.wcr is None for e in outputs):
         return False
     return all(param not in {str(s) for s in e.data.subset.free_symbols} for e in outputs)
+
+
+def reduces_across(state: SDFGState, entry: nodes.MapEntry, param: str) -> bool:
+    """Whether the map reduces over its other parameters into outputs indexed by ``param`` alone: every
+    output is a write-conflict-resolved write at a location that, of the map's parameters, depends on
+    ``param`` only (the columns of a transposed matrix-vector product, ``A.T @ y``, or a mean over axis
+    0). Outputs indexed by more parameters (a matrix product's) are many enough for a thread each."""
+    outputs = [e for e in state.in_edges(state.exit_node(entry)) if not e.data.is_empty()]
+    if len(entry.map.params) < 2 or not outputs or any(e.data.wcr is None for e in outputs):
+        return False
+    params = set(entry.map.params)
+    return all({str(s) for s in e.data.subset.free_symbols} & params == {param} for e in outputs)
 
 
 def extent(entry: nodes.MapEntry, param: str):
@@ -153,6 +166,8 @@ class ScheduleThreads(ppl.Pass):
         param = contiguous_param(state, entry)
         if param is None:
             return None
+        if reduces_across(state, entry, param):
+            return 0  # the tile is picked at run time from the output and reduced extents (tile_for_columns)
         if not self.elementwise and not reduces(state, entry, param):
             return None
         size = extent(entry, param)

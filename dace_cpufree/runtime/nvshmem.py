@@ -68,8 +68,11 @@ class ShmemSession:
         env = os.environ.get("DACE_CPUFREE_DEVICE")
         return int(env) if env else (self.local_rank % max(gpus, 1))
 
-    def attach(self, lib, gpus: int) -> None:
-        """Initialises SHMEM in generated library ``lib`` (collective: every process, same order)."""
+    def attach(self, lib, gpus: int, direct_stores: bool = False) -> None:
+        """Initialises SHMEM in generated library ``lib`` (collective: every process, same order).
+
+        ``direct_stores``: the kernel stores to its peers (``shmem_transport="p2p"``); every PE must be
+        reachable by load/store from this one, checked here, before any launch could trap."""
         lib.cpufree_shmem_malloc.restype = ctypes.c_void_p
         lib.cpufree_shmem_malloc.argtypes = [ctypes.c_size_t]
         lib.cpufree_shmem_free.argtypes = [ctypes.c_void_p]
@@ -86,6 +89,13 @@ class ShmemSession:
         if pes != (self.rank, self.size):
             raise LaunchError(f"SHMEM reports PE {pes[0]} of {pes[1]}, the launcher rank {self.rank} of {self.size}.")
         self.libraries.append(lib)
+        far = lib.cpufree_shmem_unreachable_pe() if direct_stores else -1
+        if far >= 0:
+            raise LaunchError(
+                f"PE {self.rank} cannot store to PE {far} directly (another node, or no peer access between the "
+                "GPUs), and this program was built for direct stores (shmem_transport='p2p'). Fix: compile with "
+                "shmem_transport='proxy' (or set DACE_CPUFREE_SHMEM_TRANSPORT=proxy)."
+            )
 
     def buffer(self, lib, name: str, nbytes: int) -> int:
         """A symmetric buffer of ``nbytes`` for argument ``name`` of ``lib``, kept across calls.

@@ -244,5 +244,5 @@ def _attach_shmem(lib, source):
     from .build import gpu_count
 
     shmem = session()
-    shmem.attach(lib, gpu_count())
+    shmem.attach(lib, gpu_count(), direct_stores="cpufree::shmem::p2p::" in source.code)
     return shmem

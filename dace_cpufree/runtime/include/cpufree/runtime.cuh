@@ -168,6 +168,17 @@ __device__ inline long long tile_for_map(long long extent) {
     return warpSize;
 }
 
+// The tile of a column reduction (outputs along the contiguous dimension) at run time: a warp's width of
+// outputs per tile, times the most slices (warps splitting the reduced extent, each at least sixteen
+// terms) that still give every slice of every output a warp of the grid.
+__device__ inline long long tile_for_columns(long long outputs, long long reduced) {
+    const long long chunks = (outputs + warpSize - 1) / warpSize;
+    const long long warps = (long long)gridDim.x * (blockDim.x / warpSize);
+    long long slices = 1;
+    while (slices * 2 * chunks <= warps && slices * 2 * 16 <= reduced && slices * 2 * warpSize <= 1024) slices *= 2;
+    return slices * warpSize;
+}
+
 // A tile of more than a warp: consecutive threads of a block, synchronised with a named barrier of
 // its own (ids 1..15; 0 is __syncthreads). Lighter than cooperative_groups' large tiles, which raised
 // register use from 40 to 64 per thread in softmax and halved occupancy on an H200.
@@ -187,27 +198,31 @@ template <unsigned int Size> struct BlockTile {
 
 // Each tile size's instantiation of a step is its own (not inlined) function: inlined, the variants of
 // all steps of a time loop shared one register allocation (117 registers for Jacobi 2-D instead of 34).
-// The step comes by value: its captures are then the function's own parameters, read once, not loads
-// through references that every global store may alias.
-template <typename F, typename Tile> __device__ __noinline__ void run_step(F f, Tile tile) { f(tile); }
+// The kernel's pointers come as parameters (`p`), declared as in the kernel's signature: captured, the
+// function saw them as members of a struct, lost the global address space and `__restrict__`, and
+// accessed them with generic loads and stores that could not be reordered (gesummv at 11200^2 on an
+// H200: 2.11 ms as a step function with captured pointers, 1.53 ms inlined). Scalars are captured by value.
+template <typename F, typename Tile, typename... P> __device__ __noinline__ void run_step(F f, Tile tile, P... p) {
+    f(tile, p...);
+}
 
 // Code in a function of its own: SHMEM calls (a put, a wait) and, in kernels that communicate, the grid
 // steps of loops. Inlined, the library's calls and the kernel's hot loops shared one register allocation
-// (jacobi_3d's overlapped form: 232 registers per thread; 48 with both apart).
-template <typename F> __device__ __noinline__ void apart(F f) { f(); }
+// (jacobi_3d's overlapped form: 232 registers per thread; 48 with both apart). Pointers as for run_step.
+template <typename F, typename... P> __device__ __noinline__ void apart(F f, P... p) { f(p...); }
 
 // Calls f(tile) with the largest tile size <= Size that `want` reaches and the block can hold:
 // warp-sized and smaller tiles are cooperative_groups::tiled_partition<T>, larger ones BlockTile<T>
 // (at most 15 per block: one named barrier each). All threads of the block call it together.
-template <unsigned int Size, typename F> __device__ inline void with_tile(long long want, F &&f) {
+template <unsigned int Size, typename F, typename... P> __device__ inline void with_tile(long long want, F &&f, P... p) {
     if constexpr (Size > 32) {
         if (want >= (long long)Size && blockDim.x % Size == 0 && blockDim.x / Size <= 15) {
-            run_step(f, BlockTile<Size>{});
+            run_step(f, BlockTile<Size>{}, p...);
             return;
         }
-        with_tile<Size / 2>(want, f);
+        with_tile<Size / 2>(want, f, p...);
     } else {
-        run_step(f, cg::tiled_partition<Size>(cg::this_thread_block()));
+        run_step(f, cg::tiled_partition<Size>(cg::this_thread_block()), p...);
     }
 }
 
@@ -225,6 +240,24 @@ template <Op op, typename T, unsigned int Size> __device__ inline T tile_reduce(
     return val;
 }
 
+// Column reductions: the slices (warps) of a tile combine their partial values lane by lane; the first
+// slice gets the result. Warp-sized and smaller tiles are one slice.
+template <typename T> __device__ inline T *column_partials() {
+    __shared__ T partial[1024];  // a value per thread of the block, one array per type for all tile sizes
+    return partial;
+}
+template <Op op, typename T, unsigned int Size> __device__ inline T column_reduce(const BlockTile<Size> &tile, T val) {
+    T *partial = column_partials<T>();
+    partial[threadIdx.x] = val;
+    tile.sync();
+    const unsigned int lanes = warpSize, slices = Size / lanes;
+    if (tile.thread_rank() < lanes)
+        for (unsigned int s = 1; s < slices; ++s) val = combine<op>(val, partial[threadIdx.x + s * lanes]);
+    tile.sync();  // the next output's partials overwrite these
+    return val;
+}
+template <Op op, typename Tile, typename T> __device__ inline T column_reduce(const Tile &, T val) { return val; }
+
 template <Op op, typename Tile, typename T> __device__ inline T tile_reduce(const Tile &tile, T val) {
 #if defined(__HIPCC__)
     for (unsigned int offset = tile.num_threads() / 2; offset > 0; offset /= 2)
@@ -235,11 +268,13 @@ template <Op op, typename Tile, typename T> __device__ inline T tile_reduce(cons
 #endif
 }
 #else
-template <typename F> inline void apart(F f) { f(); }
+template <typename F, typename... P> inline void apart(F f, P... p) { f(p...); }
 inline long long tile_for_reduction(long long extent, long long = 0) { return pow2_at_least(extent); }
 inline long long tile_for_map(long long extent) { return pow2_at_least(extent); }
-template <unsigned int Size, typename F> inline void with_tile(long long, F &&f) {
-    f(cg::tiled_partition<Size>(cg::this_thread_block()));  // the emulated tile is one thread
+inline long long tile_for_columns(long long, long long) { return 1; }
+template <Op op, typename Tile, typename T> inline T column_reduce(const Tile &, T val) { return val; }
+template <unsigned int Size, typename F, typename... P> inline void with_tile(long long, F &&f, P... p) {
+    f(cg::tiled_partition<Size>(cg::this_thread_block()), p...);  // the emulated tile is one thread
 }
 template <Op op, typename Tile, typename T> inline T tile_reduce(const Tile &, T val) { return val; }
 #endif

@@ -1,0 +1,50 @@
+"""The kernel's pointers, passed to the functions a step runs in as parameters instead of captures.
+
+A tile step (``auto __step = [=](auto __tile) {...}``, run by ``cpufree::run_step``) and a step apart
+(``cpufree::apart([=]() {...})``) are functions of their own. Captured by value, the kernel's pointers
+are members of the lambda's object there: nvcc no longer knows that they address global memory nor
+which of them are ``__restrict__``, and prints generic loads and stores that it cannot reorder (PTX of
+gesummv's row step: 96 generic ``ld.f64``, no ``ld.global``). As parameters declared like the kernel's,
+the step's code compiles as it does inlined in the kernel. Only the pointers a step names are passed.
+"""
+
+from __future__ import annotations
+
+import re
+
+STEP_OPEN, STEP_CLOSE = "auto __step = [=](auto __tile) {", "};"
+APART_OPEN, APART_CLOSE = "cpufree::apart([=]() {", "});"
+
+
+def _uses(body: str, pointers: dict[str, str]) -> list[str]:
+    return [n for n in pointers if re.search(rf"(?<![\w.>]){re.escape(n)}\b", body)]
+
+
+def pass_pointers(lines: list[str], pointers: dict[str, str]) -> list[str]:
+    """``lines`` with every step lambda taking the ``pointers`` (name -> declaration) its body names.
+
+    A lambda opens on a line of its own and closes at the same indentation; a tile step is followed by
+    its ``cpufree::with_tile<...>(want, __step);`` call, which then passes the pointers after ``__step``.
+    """
+    out = list(lines)
+    for i, line in enumerate(out):
+        opened = line.strip()
+        if opened not in (STEP_OPEN, APART_OPEN):
+            continue
+        pad = line[: len(line) - len(line.lstrip())]
+        close = pad + (STEP_CLOSE if opened == STEP_OPEN else APART_CLOSE)
+        end = next(k for k in range(i + 1, len(out)) if out[k] == close)
+        used = _uses("\n".join(out[i + 1 : end]), pointers)
+        if not used:
+            continue
+        decls, names = ", ".join(pointers[n] for n in used), ", ".join(used)
+        if opened == STEP_OPEN:
+            call = out[end + 1]
+            if not (call.startswith(pad + "cpufree::with_tile<") and call.endswith(", __step);")):
+                raise AssertionError(f"a tile step without its with_tile call: {call.strip()}")
+            out[i] = f"{pad}auto __step = [=](auto __tile, {decls}) {{"
+            out[end + 1] = call[: -len(");")] + f", {names});"
+        else:
+            out[i] = f"{pad}cpufree::apart([=]({decls}) {{"
+            out[end] = f"{pad}}}, {names});"
+    return out

@@ -179,7 +179,7 @@ def test_column_reductions_split_the_reduced_dimension_over_the_warps_of_a_tile(
     assert "for (long long __l = __slice; __l < __x___i1; __l += __slices) {" in kernel
     assert "__acc1 = cpufree::column_reduce<cpufree::Op::Sum>(__tile, __acc1);" in kernel
     assert "if (__slice == 0 && __c < __cols) y_2_matmul_A[(__i0)] = " in kernel
-    assert "#pragma unroll 1" in kernel
+    assert "#pragma unroll 2" in kernel
     assert any("the tile's warps split (__i1), shared-memory combine" in s for _, s, _ in src.steps)
     assert "tile_for_columns" not in _kernel_text(KERNELS["mvt"].program, scheduler=False)
 

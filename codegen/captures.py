@@ -6,6 +6,11 @@ are members of the lambda's object there: nvcc no longer knows that they address
 which of them are ``__restrict__``, and prints generic loads and stores that it cannot reorder (PTX of
 gesummv's row step: 96 generic ``ld.f64``, no ``ld.global``). As parameters declared like the kernel's,
 the step's code compiles as it does inlined in the kernel. Only the pointers a step names are passed.
+
+Element reads of arrays the kernel never writes (its ``__restrict__`` pointers) load through ``__ldg``
+inside these functions: nvcc proves that read-only property for the kernel, not for a function it calls,
+and gesummv's fused rows at 11200^2 on an H200 ran 2.11 ms with plain loads, 1.53 ms with ``__ldg``
+(plain grid-stride loops: 1.67 ms); mvt went 1.32 -> 1.38 ms (plain: 3.98).
 """
 
 from __future__ import annotations
@@ -14,6 +19,36 @@ import re
 
 STEP_OPEN, STEP_CLOSE = "auto __step = [=](auto __tile) {", "};"
 APART_OPEN, APART_CLOSE = "cpufree::apart([=]() {", "});"
+
+
+# Element types that __ldg loads (CUDA and HIP overloads).
+LDG_TYPES = {
+    "double",
+    "float",
+    "int",
+    "unsigned int",
+    "long long",
+    "unsigned long long",
+    "long",
+    "short",
+    "char",
+    "signed char",
+    "unsigned char",
+    "int64_t",
+    "int32_t",
+    "uint64_t",
+    "uint32_t",
+    "int16_t",
+    "uint16_t",
+    "int8_t",
+    "uint8_t",
+}
+
+
+def _read_only_loads(line: str, read_only: set[str]) -> str:
+    """``const T v = A[...];`` as ``const T v = __ldg(&A[...]);`` when ``A`` is read-only."""
+    m = re.fullmatch(r"(\s*const [\w ]+? \w+ = )(\w+)(\[.*\]);", line)
+    return f"{m.group(1)}__ldg(&{m.group(2)}{m.group(3)});" if m and m.group(2) in read_only else line
 
 
 def _uses(body: str, pointers: dict[str, str]) -> list[str]:
@@ -27,6 +62,7 @@ def pass_pointers(lines: list[str], pointers: dict[str, str]) -> list[str]:
     its ``cpufree::with_tile<...>(want, __step);`` call, which then passes the pointers after ``__step``.
     """
     out = list(lines)
+    read_only = {n for n, d in pointers.items() if "__restrict__" in d and d.split("*")[0].strip() in LDG_TYPES}
     for i, line in enumerate(out):
         opened = line.strip()
         if opened not in (STEP_OPEN, APART_OPEN):
@@ -37,6 +73,7 @@ def pass_pointers(lines: list[str], pointers: dict[str, str]) -> list[str]:
         used = _uses("\n".join(out[i + 1 : end]), pointers)
         if not used:
             continue
+        out[i + 1 : end] = [_read_only_loads(line, read_only) for line in out[i + 1 : end]]
         decls, names = ", ".join(pointers[n] for n in used), ", ".join(used)
         if opened == STEP_OPEN:
             call = out[end + 1]

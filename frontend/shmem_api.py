@@ -136,14 +136,16 @@ def _ranks_span_nodes() -> bool | None:
 
 def implementation(backend: str, transport: str | None = None) -> str:
     """The library-node implementation for ``backend`` and ``transport`` (default: the environment variable
-    ``DACE_CPUFREE_SHMEM_TRANSPORT``, else ``"auto"``).
+    ``DACE_CPUFREE_SHMEM_TRANSPORT``, else ``"proxy"``).
 
-    ``"p2p"``: the kernel stores to its peers directly (one node; the fastest, see ``NVSHMEM_P2P_API``);
-    ``"proxy"``: NVSHMEM's calls, which also reach other nodes; ``"auto"``: ``"proxy"`` when the launcher
-    placed the ranks on several nodes, else ``"p2p"`` (the launcher checks at start that every peer is
-    reachable and names this option when one is not). ROC_SHMEM (``"hip"``) has its calls only.
+    ``"proxy"``: NVSHMEM's calls, which reach peers on this node and on others; ``"p2p"``: the kernel stores
+    to its peers directly (one node, see ``NVSHMEM_P2P_API``; the launcher checks at start that every peer
+    is reachable and names ``"proxy"`` when one is not); ``"auto"``: ``"proxy"`` when the launcher placed the
+    ranks on several nodes, else ``"p2p"``. ``"proxy"`` is the default because direct stores were not
+    faster everywhere (4 H200s: Jacobi 2-D strong scaling faster, 3-D weak scaling slower; see
+    docs/multigpu.md). ROC_SHMEM (``"hip"``) has its calls only.
     """
-    transport = transport or os.environ.get(TRANSPORT_ENV) or "auto"
+    transport = transport or os.environ.get(TRANSPORT_ENV) or "proxy"
     if transport not in TRANSPORTS:
         raise CommunicationError(
             f"shmem_transport={transport!r}. Fix: use one of {', '.join(TRANSPORTS)} "

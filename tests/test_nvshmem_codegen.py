@@ -17,6 +17,13 @@ import dace_cpufree
 from dace_cpufree import nvshmem
 
 
+@pytest.fixture(autouse=True)
+def _nvshmem_calls(monkeypatch):
+    """These tests read NVSHMEM's own calls (the default transport, "proxy"); the direct-store transport
+    ("p2p") has its tests at the end, which ask for it explicitly."""
+    monkeypatch.delenv("DACE_CPUFREE_SHMEM_TRANSPORT", raising=False)
+
+
 def _kernel(program, backend="cuda") -> str:
     code = dace_cpufree.generate_code(program, backend=backend)
     return code[: code.index("// ---- host launcher")]
@@ -307,3 +314,53 @@ def test_grid_syncs_per_step_with_sizes_compiled_in(program, syncs):
     name, form = program.split(".")
     sizes = dict(LX=66, LY=34, PY=2) if name == "jacobi_2d" else dict(LX=34, N=34)
     assert _jacobi(getattr(PROGRAMS[name], form), **sizes).grid_syncs == syncs
+
+
+def test_direct_store_transport_writes_through_peer_pointers():
+    """shmem_transport="p2p": puts, quiets, signals and waits are the kernel's own stores, fences and loads
+    (cpufree::shmem::p2p); no NVSHMEM call that carries the proxy transport is left in the kernel."""
+    from npbench_runs.multigpu import jacobi_2d
+
+    code = dace_cpufree.generate_code(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
+    kernel = code[code.index("__global__") : code.index("// ---- host launcher")]
+    assert (
+        kernel.count("cpufree::shmem::p2p::putmem_signal_block(_dest, _src, (size_t)(32) * sizeof(double), _flag") == 4
+    )
+    assert kernel.count("cpufree::shmem::p2p::iput(_dest + __do") == 4  # east/west columns
+    assert kernel.count("cpufree::shmem::p2p::signal_set(_flag, (uint64_t)(t)") == 4
+    assert kernel.count("cpufree::shmem::p2p::wait_until_ge(_flag, (uint64_t)(t));") == 8
+    for call in ("nvshmemx_putmem", "nvshmem_double_iput", "nvshmem_quiet", "nvshmemx_signal_op", "signal_wait_until"):
+        assert call not in kernel
+    assert "cpufree_shmem_unreachable_pe" in code  # the launcher's reachability check
+    proxy = dace_cpufree.generate_code(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2))
+    assert "cpufree::shmem::p2p::" not in proxy and "nvshmemx_putmem_signal_nbi_block" in proxy
+
+
+def test_transport_choice_follows_the_option_the_environment_and_the_launcher(monkeypatch):
+    from dace_cpufree.frontend.shmem_api import implementation
+
+    from dace_cpufree.errors import CommunicationError
+
+    for var in (
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "PMI_SIZE",
+        "MPI_LOCALNRANKS",
+        "SLURM_NTASKS",
+        "SLURM_NTASKS_PER_NODE",
+        "SLURM_JOB_NUM_NODES",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    assert implementation("cuda") == "NVSHMEM"  # default: NVSHMEM's calls
+    assert implementation("cuda", "p2p") == "NVSHMEM_P2P" and implementation("hip") == "ROCSHMEM"
+    monkeypatch.setenv("DACE_CPUFREE_SHMEM_TRANSPORT", "p2p")
+    assert implementation("cuda") == "NVSHMEM_P2P" and implementation("cuda", "proxy") == "NVSHMEM"
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "8")
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4")  # two nodes
+    assert implementation("cuda", "auto") == "NVSHMEM"
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "8")  # one node
+    assert implementation("cuda", "auto") == "NVSHMEM_P2P"
+    with pytest.raises(CommunicationError, match="Fix: use one of auto, p2p, proxy"):
+        implementation("cuda", "nvlink")
+    with pytest.raises(CommunicationError, match="NVSHMEM only"):
+        implementation("hip", "p2p")

@@ -159,6 +159,11 @@ def test_step_functions_take_the_kernel_pointers_as_parameters():
     assert params["alpha_times_A"] == "double *"  # written: no __restrict__, as in the kernel's signature
     call = re.search(r"cpufree::with_tile<\d+>\(.*, __step, ([^;]*)\);", kernel)
     assert call.group(1).split(", ") == list(params)  # passed in the same order
+    # read-only arrays load through __ldg in the step (nvcc cannot prove them read-only there); written ones not
+    assert "= __ldg(&B[(__i0) * (N) + (__i1)]);" in kernel and "= __ldg(&x[(__i1)]);" in kernel
+    assert "__ldg(&beta_times_B" not in kernel and "__ldg" not in _kernel_text(
+        KERNELS["gesummv"].program, scheduler=False
+    )
     # communicating kernels: steps apart take theirs the same way, SHMEM tasklets too
     from npbench_runs.multigpu import jacobi_2d
 

@@ -24,6 +24,7 @@ waits' ``_guard`` edges; see :mod:`dace_cpufree.frontend.signal_wait`.
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
 import dace
@@ -34,7 +35,7 @@ from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
 from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.frontend.putmem import location, put_layout
-from dace_cpufree.frontend.shmem_api import APIS, TRANSPORTS, implementation
+from dace_cpufree.frontend.shmem_api import APIS, TRANSPORT_ENV, TRANSPORTS, implementation
 
 from dace_cpufree.errors import NotPersistableError
 
@@ -248,7 +249,7 @@ class PrepareCommunication(ppl.Pass):
     backend = Property(dtype=str, default="cuda", desc="cuda (NVSHMEM) or hip (ROC_SHMEM)", category="General")
     transport = Property(
         dtype=str,
-        default="auto",
+        default="proxy",
         choices=TRANSPORTS,
         desc="NVSHMEM: 'p2p' (direct stores to peers on one node), 'proxy' (NVSHMEM's calls, any node) or "
         "'auto' (p2p unless the launcher placed the ranks on several nodes)",
@@ -259,7 +260,7 @@ class PrepareCommunication(ppl.Pass):
         super().__init__()
         self._implementation = implementation(backend, transport)  # raises on an unknown backend or transport
         self.backend = backend
-        self.transport = transport or "auto"
+        self.transport = transport or os.environ.get(TRANSPORT_ENV) or "proxy"
 
     def modifies(self) -> ppl.Modifies:
         return ppl.Modifies.Everything

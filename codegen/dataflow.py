@@ -346,6 +346,23 @@ def _row_candidate(ctx, state, entry, forms) -> RowCandidate | None:
     return RowCandidate(forms, accesses)
 
 
+def _tile_accumulators(ctx, outputs, reduce: str, storer: str):
+    """``(sinks, prologue, epilogue)`` of a reduction inside a tile: a register per output starting at the
+    operator's identity, combined across the tile by ``cpufree::<reduce>`` and added to the output by the
+    threads for which ``storer`` holds."""
+    sinks, prologue, epilogue = {}, [], []
+    for e in outputs:
+        var = ctx.fresh("acc")
+        op = wcr_op(e.data.wcr)
+        ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
+        target = ctx.access(e.data.data, e.data.subset)
+        sinks[(e.src, e.src_conn)] = (var, op, None)
+        prologue.append(f"{ctype} {var} = cpufree::identity<{op}, {ctype}>();")
+        epilogue.append(f"{var} = cpufree::{reduce}<{op}>(__tile, {var});")
+        epilogue.append(f"if ({storer}) {target} = cpufree::combine<{op}>({target}, {var});")
+    return sinks, prologue, epilogue
+
+
 def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local):
     """A map that :class:`ScheduleThreads` gave a tile size, as tile-mapped loops.
 
@@ -373,16 +390,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
     dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
 
     if reducible and contiguous in red:
-        sinks, prologue, epilogue = {}, [], []
-        for e in outputs:
-            var = ctx.fresh("acc")
-            op = wcr_op(e.data.wcr)
-            ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
-            target = ctx.access(e.data.data, e.data.subset)
-            sinks[(e.src, e.src_conn)] = (var, op, None)
-            prologue.append(f"{ctype} {var} = cpufree::identity<{op}, {ctype}>();")
-            epilogue.append(f"{var} = cpufree::tile_reduce<{op}>(__tile, {var});")
-            epilogue.append(f"if (__tile.thread_rank() == 0) {target} = cpufree::combine<{op}>({target}, {var});")
+        sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, "tile_reduce", "__tile.thread_rank() == 0")
         body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
         red_order = [p for p in red if p != contiguous] + [contiguous]
         red_ranges = [rng[p] for p in red_order]
@@ -418,17 +426,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
         outer_work = _work(ctx, [rng[p] for p in par[-MAX_FUSED:]])
         work_ranges = [rng[p] for p in par[-MAX_FUSED:]] + [rng[contiguous]]
     elif reducible and par == [contiguous]:  # outputs along the contiguous dimension alone: columns
-        row = None
-        sinks, prologue, epilogue = {}, [], []
-        for e in outputs:
-            var = ctx.fresh("acc")
-            op = wcr_op(e.data.wcr)
-            ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
-            target = ctx.access(e.data.data, e.data.subset)
-            sinks[(e.src, e.src_conn)] = (var, op, None)
-            prologue.append(f"{ctype} {var} = cpufree::identity<{op}, {ctype}>();")
-            epilogue.append(f"{var} = cpufree::column_reduce<{op}>(__tile, {var});")
-            epilogue.append(f"if (__slice == 0 && __c < __cols) {target} = cpufree::combine<{op}>({target}, {var});")
+        sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, "column_reduce", "__slice == 0 && __c < __cols")
         body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
         code, want = tiled_columns(par, [rng[p] for p in par], red, [rng[p] for p in red], prologue, body, epilogue)
         strategy = (
@@ -436,7 +434,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
             f"them per tile), the tile's warps split {dims(red)}, shared-memory combine"
         )
         outer_work = _work(ctx, [rng[p] for p in par])
-        return code, (None if outer_work is None else f"({outer_work}) * warp"), strategy, row
+        return code, (None if outer_work is None else f"({outer_work}) * warp"), strategy, None
     elif len(space) >= 2 and contiguous in space:
         row = None
         if reducible:

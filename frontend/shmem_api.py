@@ -134,6 +134,17 @@ def _ranks_span_nodes() -> bool | None:
     return None
 
 
+def transport_choice(transport: str | None = None) -> str:
+    """The transport asked for: ``transport``, else ``DACE_CPUFREE_SHMEM_TRANSPORT``, else ``"proxy"``."""
+    transport = transport or os.environ.get(TRANSPORT_ENV) or "proxy"
+    if transport not in TRANSPORTS:
+        raise CommunicationError(
+            f"shmem_transport={transport!r}. Fix: use one of {', '.join(TRANSPORTS)} "
+            f"(argument shmem_transport or {TRANSPORT_ENV})."
+        )
+    return transport
+
+
 def implementation(backend: str, transport: str | None = None) -> str:
     """The library-node implementation for ``backend`` and ``transport`` (default: the environment variable
     ``DACE_CPUFREE_SHMEM_TRANSPORT``, else ``"proxy"``).
@@ -145,12 +156,7 @@ def implementation(backend: str, transport: str | None = None) -> str:
     faster everywhere (4 H200s: Jacobi 2-D strong scaling faster, 3-D weak scaling slower; see
     docs/multigpu.md). ROC_SHMEM (``"hip"``) has its calls only.
     """
-    transport = transport or os.environ.get(TRANSPORT_ENV) or "proxy"
-    if transport not in TRANSPORTS:
-        raise CommunicationError(
-            f"shmem_transport={transport!r}. Fix: use one of {', '.join(TRANSPORTS)} "
-            f"(argument shmem_transport or {TRANSPORT_ENV})."
-        )
+    transport = transport_choice(transport)
     if backend == "hip":
         if transport == "p2p":
             raise CommunicationError(

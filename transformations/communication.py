@@ -24,7 +24,6 @@ waits' ``_guard`` edges; see :mod:`dace_cpufree.frontend.signal_wait`.
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any
 
 import dace
@@ -35,7 +34,7 @@ from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
 from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.frontend.putmem import location, put_layout
-from dace_cpufree.frontend.shmem_api import APIS, TRANSPORT_ENV, TRANSPORTS, implementation
+from dace_cpufree.frontend.shmem_api import APIS, TRANSPORTS, implementation, transport_choice
 
 from dace_cpufree.errors import NotPersistableError
 
@@ -258,9 +257,9 @@ class PrepareCommunication(ppl.Pass):
 
     def __init__(self, backend: str = "cuda", transport: str | None = None):
         super().__init__()
-        self._implementation = implementation(backend, transport)  # raises on an unknown backend or transport
+        self.transport = transport_choice(transport)
+        self._implementation = implementation(backend, self.transport)  # raises on an unknown backend
         self.backend = backend
-        self.transport = transport or os.environ.get(TRANSPORT_ENV) or "proxy"
 
     def modifies(self) -> ppl.Modifies:
         return ppl.Modifies.Everything

@@ -3,6 +3,7 @@
 python -m npbench_runs run --preset S [--kernels K ...] [--frameworks F ...] [--repeat N] [--db FILE] [--jobs J]
                            [--budget SECONDS] [--timeout SECONDS] [--skip-done] [--stop-after SECONDS]
 python -m npbench_runs report --db FILE --preset S --out DIR
+python -m npbench_runs merge --db FILE SHARD.db ...
 python -m npbench_runs list
 """
 
@@ -68,6 +69,10 @@ def main(argv=None) -> int:
     p.add_argument("--baseline", help="framework the speedups are over (default dace_pure)")
     p.add_argument("--no-plots", action="store_true", help="markdown only (no matplotlib needed)")
 
+    m = sub.add_parser("merge", help="append the rows of other result files (shards of one study) to --db")
+    m.add_argument("--db", required=True)
+    m.add_argument("sources", nargs="+")
+
     sub.add_parser("list", help="kernels and frameworks")
 
     args = parser.parse_args(argv)
@@ -106,6 +111,11 @@ def main(argv=None) -> int:
         print(written["markdown"].read_text())
         for key, path in written.items():
             print(f"{key}: {path}")
+        return 0
+    if args.command == "merge":
+        from npbench_runs.results import merge
+
+        print(f"{merge(args.sources, args.db)} rows added to {args.db}")
         return 0
     from npbench_runs.kernels import KERNELS
     from npbench_runs.report import category

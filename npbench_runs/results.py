@@ -107,6 +107,19 @@ def copy(src: str | Path, dst: str | Path) -> None:
     source.close()
 
 
+def merge(sources, dst: str | Path) -> int:
+    """Append the rows of the databases ``sources`` to ``dst`` (e.g. one study run as shards on several GPUs,
+    one database per shard). Returns the number of rows added."""
+    target = connect(dst)
+    added = 0
+    for src in sources:
+        for row in connect(src).execute("SELECT * FROM results ORDER BY id"):
+            insert(target, {k: row[k] for k in COLUMNS})
+            added += 1
+    target.close()
+    return added
+
+
 def git_commit() -> str:
     """This repository's commit, ``-dirty`` when tracked files were modified; else ``$DACE_CPUFREE_COMMIT``.
 

@@ -243,6 +243,20 @@ def test_one_study_over_several_invocations(tmp_path, cache, capsys):
     assert all(f"| {k} |" in md for k in kernels) and second in md and third in md
 
 
+def test_shards_of_one_study_merge_into_one_report(tmp_path, cache, capsys):
+    """Kernels timed as shards (one database each, e.g. one per GPU) merge into one file and one report."""
+    a, b, merged = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "study.db"
+    run_a = runner.run("test", ["jacobi_1d"], ["numpy"], 1, a, jobs=0, isolate=False)
+    run_b = runner.run("test", ["atax", "gemm"], ["numpy"], 1, b, jobs=0, isolate=False)
+    assert main(["merge", "--db", str(merged), str(a), str(b)]) == 0
+    assert "3 rows added" in capsys.readouterr().out
+    rows = _rows(merged)
+    assert [(r["kernel"], r["run_id"]) for r in rows] == [("jacobi_1d", run_a), ("atax", run_b), ("gemm", run_b)]
+    assert [r["median_ms"] for r in rows] == [r["median_ms"] for r in _rows(a) + _rows(b)]
+    md = report.report(merged, "test", tmp_path / "out", plots=False)["markdown"].read_text()
+    assert all(f"| {k} |" in md for k in ("jacobi_1d", "atax", "gemm")) and run_a in md and run_b in md
+
+
 def test_commit_from_git_else_from_the_environment(tmp_path, cache, monkeypatch):
     monkeypatch.delenv(results.COMMIT_ENV, raising=False)
     head = results.git_commit()

@@ -209,9 +209,12 @@ static inline cudaError_t cpufree_shmem_before_launch(void *ws, size_t n) {
         cudaError_t e = cudaMemset(ws, 0, n);
         if (e != cudaSuccess) return e;
     }
-    cudaError_t e = cudaDeviceSynchronize();
-    nvshmem_barrier_all();
-    return e;
+    cudaError_t e = cudaDeviceSynchronize();  // uploads and the reset done here before any PE may signal
+    // The barrier runs on the launch stream, and the kernel is queued right behind it: every PE's kernel starts
+    // within the barrier's release time of the others'. (A host barrier left them as far apart as the processes'
+    // launch calls, and the first PE to start spent that time in its first wait, counted in its kernel time.)
+    nvshmemx_barrier_all_on_stream(0);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 static inline cudaError_t cpufree_shmem_after_launch() {
     nvshmemx_quiet_on_stream(0);

@@ -68,6 +68,21 @@ def test_scaling_summary_compares_frameworks():
     assert table[-1].startswith("| jacobi_2d | weak | 1 | 34 | 20.00 | 4.00 (plain) | 5.00")
 
 
+def test_time_per_step_is_the_slope_between_two_runs():
+    """What a run pays once (launch, first touch) stays out of the time per step; halo cost per exchange."""
+    from npbench_runs.multigpu.run import _per_step
+
+    r = _per_step({}, 100, 3.0, 500, 11.0)  # 1 ms once + 20 us per step
+    assert r["us_per_step"] == pytest.approx(20.0) and r["launch_us"] == pytest.approx(1000.0)
+    assert r["us_per_step_one_run"] == pytest.approx(30.0) and r["slope_steps"] == 500
+    assert _per_step({}, 100, 3.0, None, None)["us_per_step"] == pytest.approx(30.0)
+    common = {"framework": "cpufree", "program": "jacobi_3d", "mode": "weak", "form": "plain", "n": 130}
+    rows = [dict(common, gpus=1, us_per_step=20.0), dict(common, gpus=2, us_per_step=26.64)]
+    scaling._summarise(rows)
+    assert rows[1]["halo_us_per_step"] == pytest.approx(6.64) and rows[1]["halo_vs_floor"] == pytest.approx(2.0)
+    assert rows[1]["halo_us_per_exchange"] == pytest.approx(3.32) and rows[1]["exchange_vs_floor"] == pytest.approx(1.0)
+
+
 def _mpirun(np_: int, *args: str) -> dict:
     proc, report = scaling.mpirun_job(np_, ["--framework", "dace_mpi", *args], TIMEOUT)
     assert proc.returncode != 137, f"killed after {TIMEOUT} s (hang?):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -87,9 +102,10 @@ def _needs_mpi():
 @pytest.mark.parametrize(("np_", "program", "n"), [(2, "jacobi_2d", 34), (4, "jacobi_2d", 34), (2, "jacobi_3d", 18)])
 def test_cpu_variant_under_mpirun_matches_numpy(np_, program, n):
     _needs_mpi()
-    report = _mpirun(np_, "--device", "cpu", "--program", program, "--n", str(n), "--steps", "5")
+    report = _mpirun(np_, "--device", "cpu", "--program", program, "--n", str(n), "--steps", "5", "--slope-steps", "9")
     assert report["gpus"] == np_ and report["device"] == "cpu" and report["timing"] == "wall"
     assert report["bitwise"] and report["valid"], report
+    assert report["slope_steps"] == 9 and "launch_us" in report and report["us_per_step_one_run"] > 0
 
 
 @pytest.mark.compile

@@ -15,6 +15,7 @@ from dace_cpufree import nvshmem
 LX, LY, PY = (dace.symbol(s) for s in ("LX", "LY", "PY"))
 NEIGHBOURS = 4
 FLAGS = 8
+EXCHANGES_PER_STEP = 2  # halo exchanges per time step (one per half-step)
 
 
 @dace.program

@@ -13,6 +13,7 @@ from dace_cpufree import nvshmem
 
 LX, N = dace.symbol("LX"), dace.symbol("N")
 FLAGS = 8
+EXCHANGES_PER_STEP = 2  # halo exchanges per time step (one per half-step)
 
 
 @dace.program

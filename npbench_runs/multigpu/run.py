@@ -48,7 +48,20 @@ def compile_symbols(program: str, npes: int, shape: tuple, specialize: bool = Tr
     return {}, module.symbols(npes)
 
 
-def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool = True) -> tuple:
+def _per_step(report: dict, steps: int, ms: float, slope_steps: int | None, slope_ms: float | None) -> dict:
+    """Time per step: with a second, longer run (``slope_steps``) the slope between the two, which leaves out
+    what a run pays once (launch, the first touch of the peers' memory), reported as ``launch_us``; else the
+    run's time over its steps."""
+    report["us_per_step_one_run"] = 1e3 * ms / steps
+    if not slope_steps or slope_ms is None:
+        report["us_per_step"] = report["us_per_step_one_run"]
+        return report
+    per_step = (slope_ms - ms) / (slope_steps - steps)
+    report.update(us_per_step=1e3 * per_step, launch_us=1e3 * (ms - steps * per_step), slope_steps=slope_steps)
+    return report
+
+
+def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool = True, slope_steps=None) -> tuple:
     """Our persistent kernel on this process's PE: final tiles and report fields (kernel time by CUDA events)."""
     import dace_cpufree
 
@@ -56,18 +69,23 @@ def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool 
     _, size, _ = launch_environment()
     fixed, per_call = compile_symbols(program, size, A.shape, specialize)
     prog = dace_cpufree.compile(getattr(module, form), symbols=fixed or None)
-    times = []
-    for _ in range(repeat):
-        a, b = A.copy(), B.copy()
-        # fresh flags every run: they come back holding the last step's signals, and a wait for a value
-        # already reached passes at once (the first run of this study reused them: races, wrong results)
-        flags = np.zeros(module.FLAGS, dtype=np.uint64)
-        prog(a, b, flags, steps, **per_call)
-        times.append(prog.last_kernel_ms)
-    report = {"form": form, "specialized": specialize, "timing": "kernel_event", "kernel_ms": min(times)}
-    report["us_per_step"] = 1e3 * min(times) / steps
+
+    def best(n: int) -> tuple:
+        times = []
+        for _ in range(repeat):
+            a, b = A.copy(), B.copy()
+            # fresh flags every run: they come back holding the last step's signals, and a wait for a value
+            # already reached passes at once (the first run of this study reused them: races, wrong results)
+            flags = np.zeros(module.FLAGS, dtype=np.uint64)
+            prog(a, b, flags, n, **per_call)
+            times.append(prog.last_kernel_ms)
+        return a, b, min(times)
+
+    a, b, ms = best(steps)
+    slope_ms = best(slope_steps)[2] if slope_steps else None
+    report = {"form": form, "specialized": specialize, "timing": "kernel_event", "kernel_ms": ms}
     report["launch"] = list(prog.launch_config)
-    return a, b, report
+    return a, b, _per_step(report, steps, ms, slope_steps, slope_ms)
 
 
 def run(
@@ -81,6 +99,7 @@ def run(
     device: str = "gpu",
     nx: int | None = None,
     specialize: bool = True,
+    slope_steps: int | None = None,
 ) -> dict:
     """Runs on this process's GPU (``dace_mpi`` with ``device="cpu"``: on the CPU); returns rank 0's report
     (other ranks: their own timing only)."""
@@ -90,11 +109,13 @@ def run(
     A0, B0 = module.initialize(n, nx)
     A, B = module.tile(A0, rank, size), module.tile(B0, rank, size)
     if framework == "cpufree":
-        a, b, fields = _run_cpufree(program, form, A, B, steps, repeat, specialize)
+        a, b, fields = _run_cpufree(program, form, A, B, steps, repeat, specialize, slope_steps)
     else:
         from . import dace_mpi
 
         a, b, fields = dace_mpi.run(program, A, B, steps, repeat, device)
+        slope_ms = dace_mpi.run(program, A, B, slope_steps, repeat, device)[2]["call_ms"] if slope_steps else None
+        fields = _per_step(fields, steps, fields["call_ms"], slope_steps, slope_ms)
     report = {"framework": framework, "program": program, "gpus": size, "n": n, "nx": nx or n}
     report["local_shape"] = list(A.shape)
     report.update(steps=steps, **fields)
@@ -140,6 +161,10 @@ def main(argv=None) -> int:
     parser.add_argument("--nx", type=int, default=None, help="jacobi_3d: extent of the split (first) axis, default N")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--slope-steps", type=int, default=None,
+        help="also time this many steps: time per step is then the slope between the two runs (launch left out)",
+    )
     parser.add_argument("--no-check", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--generic", action="store_true", help="cpufree: keep tile sizes symbolic (no specialisation)")
@@ -148,7 +173,7 @@ def main(argv=None) -> int:
     check = not args.no_check
     report = run(
         args.program, args.form, args.n, args.steps, args.repeat, check, args.framework, args.device, args.nx,
-        not args.generic,
+        not args.generic, args.slope_steps,
     )
     report["wall_s"] = time.perf_counter() - t0
     rank, _, _ = launch_environment()

@@ -6,7 +6,12 @@ Each configuration is one ``mpirun -np <gpus> python -m npbench_runs.multigpu.ru
 timeout (``timeout -s KILL``), so a hung kernel costs one configuration, not the run. Weak scaling keeps
 the tile per GPU fixed (efficiency = t(1 GPU) / t(p GPUs)); strong scaling keeps the global domain
 (efficiency = t(1) / (p t(p))). The halo cost per step is t(p GPUs) - t(1 GPU) at the same tile size,
-compared with the 3.32 us put + signal + grid-sync floor measured on two H200s (``nvshmem_ring.cu``).
+compared with the 3.32 us put + signal + grid-sync floor measured on two H200s (``nvshmem_ring.cu``), per
+step and per exchange (a Jacobi step is two half-steps, each with its own halo exchange: the floor's round).
+
+Time per step t is the slope between two runs of every configuration (``--steps`` and ``--slope-steps``,
+default 5x): a run also pays once for its launch (the collective launch, the first touch of the peers'
+memory), reported as ``launch_us``; the time of one run over its steps is kept as ``us_per_step_one_run``.
 
 Both frameworks run every configuration: ``cpufree`` (our persistent kernel, each form, timed by CUDA
 events around the kernel) and ``dace_mpi`` (:mod:`.dace_mpi`: upstream DaCe kernels launched from the host,
@@ -72,9 +77,10 @@ def mpirun_job(gpus: int, run_args: list[str], timeout: int) -> tuple[subprocess
     return proc, (json.loads(lines[-1]) if lines else None)
 
 
-def run_one(program, form, gpus, n, steps, timeout, repeat, framework="cpufree", nx=None) -> dict:
+def run_one(program, form, gpus, n, steps, timeout, repeat, framework="cpufree", nx=None, slope_steps=None) -> dict:
     args = ["--framework", framework, "--program", program] + (["--form", form] if framework == "cpufree" else [])
     args += ["--n", str(n), "--steps", str(steps), "--repeat", str(repeat)] + (["--nx", str(nx)] if nx else [])
+    args += ["--slope-steps", str(slope_steps)] if slope_steps else []
     proc, report = mpirun_job(gpus, args, timeout)
     if proc.returncode not in (0, 1) or report is None:
         return {"framework": framework, "program": program, "form": form, "gpus": gpus, "n": n,
@@ -142,6 +148,11 @@ def main(argv=None) -> int:
     parser.add_argument("--frameworks", nargs="+", default=["cpufree", "dace_mpi"], choices=["cpufree", "dace_mpi"])
     parser.add_argument("--gpus", nargs="+", type=int, default=None, help="GPU counts (default 1 2 4 8 up to present)")
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument(
+        "--slope-steps", type=int, default=None,
+        help="steps of a second run per configuration (default 5 x --steps; 0: none): time per step is the slope "
+        "between the two runs, which leaves out what a run pays once (launch, first touch of peer memory)",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=240, help="seconds per configuration (then SIGKILL)")
     parser.add_argument("--build-timeout", type=int, default=300, help="seconds for compiling the DaCe programs")
@@ -153,6 +164,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--prebuild-jobs", type=int, default=os.cpu_count() or 1, help="parallel builds of ours first")
     args = parser.parse_args(argv)
+    slope = 5 * args.steps if args.slope_steps is None else args.slope_steps
     gpus = args.gpus or [g for g in (1, 2, 4, 8) if g <= max(_gpus(), 1)]
     # NumPy's result per domain and step count, computed once for all GPU counts and frameworks
     os.environ.setdefault("DACE_CPUFREE_REF_CACHE", str(Path(tempfile.gettempdir()) / "cpufree_references"))
@@ -173,7 +185,7 @@ def main(argv=None) -> int:
             if framework == "dace_mpi" and compile_s is None:
                 compile_s = _finish_dace_build(build)
                 print(json.dumps({"dace_mpi_compile_s": compile_s}), flush=True)
-            row = run_one(program, form, g, n, args.steps, args.timeout, args.repeat, framework, nx)
+            row = run_one(program, form, g, n, args.steps, args.timeout, args.repeat, framework, nx, slope)
             row["mode"] = mode
             if framework == "dace_mpi" and program in compile_s:
                 row["compile_s"] = compile_s[program]
@@ -203,13 +215,19 @@ def _summarise(rows: list[dict]) -> None:
         t1, tp, p = b["us_per_step"], r["us_per_step"], r["gpus"]
         r["efficiency"] = t1 / tp if r["mode"] == "weak" else t1 / (p * tp)
         if r["mode"] == "weak" and p > 1:
+            from . import PROGRAMS
+
+            exchanges = PROGRAMS[r["program"]].EXCHANGES_PER_STEP
             r["halo_us_per_step"] = tp - t1
             r["halo_vs_floor"] = (tp - t1) / FLOOR_US
+            r["halo_us_per_exchange"] = (tp - t1) / exchanges
+            r["exchange_vs_floor"] = (tp - t1) / exchanges / FLOOR_US
 
 
 def _write(rows: list[dict], out: Path) -> None:
-    keys = ["framework", "program", "form", "mode", "gpus", "n", "nx", "local_shape", "steps", "timing", "us_per_step",
-            "vs_dace_mpi", "efficiency", "halo_us_per_step", "halo_vs_floor", "max_abs_error", "bitwise", "valid",
+    keys = ["framework", "program", "form", "mode", "gpus", "n", "nx", "local_shape", "steps", "slope_steps", "timing",
+            "us_per_step", "us_per_step_one_run", "launch_us", "vs_dace_mpi", "efficiency", "halo_us_per_step",
+            "halo_vs_floor", "halo_us_per_exchange", "exchange_vs_floor", "max_abs_error", "bitwise", "valid",
             "compile_s", "error"]  # fmt: skip
     with open(out / "multigpu_scaling.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")

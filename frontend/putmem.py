@@ -5,23 +5,22 @@
 sets ``flag`` there to ``signal`` once the data has arrived. Expansions (one per SHMEM library):
 
 - contiguous ends: ``nvshmemx_putmem[_nbi]_block`` (with a signal ``nvshmemx_putmem_signal[_nbi]_block``);
-- strided ends: the blocks of the put's lane (one per 256 elements) split the rows along the last
-  dimension and issue ``nvshmem_<T>_iput`` each; then each block's thread 0 ``nvshmem_quiet()``, and the
-  last block to finish ``nvshmemx_signal_op``;
+- strided ends: the block's threads split the rows along the last dimension and issue
+  ``nvshmem_<T>_iput`` each; then one thread ``nvshmem_quiet()`` and ``nvshmemx_signal_op``;
 - rows that are dense on both ends (a 3-D halo plane's interior): the rows are dealt out over the
   blocks of the put's lane (every ``lanes``-th block of the grid), one warp-cooperative
   ``nvshmemx_putmem_nbi_warp`` per row; each block quiets its rows, the last one to finish sets the flag;
 - NVSHMEM on one node (``NVSHMEM_P2P``): the same shapes with the kernel's own stores through ``nvshmem_ptr``
   (``cpufree::shmem::p2p``): a block copies, a system-scope fence is the quiet, a release store the signal;
-- ROC_SHMEM: ``rocshmem_putmem[_signal][_nbi]_wg``; strided ends as element puts ``rocshmem_<T>_p``
-  over the lane's blocks, then ``rocshmem_quiet()`` and ``rocshmem_uint64_atomic_set`` for the signal; dense
-  rows as above with ``rocshmem_putmem_nbi_wave``.
+- ROC_SHMEM: ``rocshmem_putmem[_signal][_nbi]_wg``; strided ends as element puts ``rocshmem_<T>_p``,
+  then ``rocshmem_quiet()`` and ``rocshmem_uint64_atomic_set`` for the signal; dense rows as above with
+  ``rocshmem_putmem_nbi_wave``.
 
-The tasklet is executed by all threads of one thread block for contiguous ends
-(``location["cpufree_executor"] = "block"``, block ``location["cpufree_block"]``), otherwise by the blocks of
-a lane (``"blocks"``, lane ``cpufree_block`` of ``cpufree_lanes``). ``_dest`` and ``_flag`` address another
-PE's memory and are listed in ``location["cpufree_remote"]``: the kernel generator binds them as pointers but
-does not count them as local accesses.
+The tasklet is executed by all threads of one thread block (``location["cpufree_executor"] = "block"``,
+block ``location["cpufree_block"]``), or for dense rows by the blocks of a lane (``"blocks"``, lane
+``cpufree_block`` of ``cpufree_lanes``). ``_dest`` and ``_flag`` address another PE's memory and are listed
+in ``location["cpufree_remote"]``: the kernel generator binds them as pointers but does not count them
+as local accesses.
 """
 
 from __future__ import annotations
@@ -128,68 +127,42 @@ def _dense_rows(node, layout: PutLayout, api: ShmemAPI, elem: str, pe: str) -> l
     return lines + ["}"]
 
 
-#: Elements of a strided put per block of its lane. A block's remote stores are limited by its SM: a 4096-element
-#: column put from one block cost about 65 us per exchange on 4 H200s (jacobi_2d, 4096^2 per GPU, session 5).
-STRIDED_ELEMS_PER_BLOCK = 256
-
-
-def _lane_share(units: str) -> list[str]:
-    """Opening lines of a put dealt out over the blocks of its lane (``__part`` of ``__parts``): ``__use``
-    blocks, one per :data:`STRIDED_ELEMS_PER_BLOCK` of ``units`` elements; the caller closes the ``if``."""
-    per = STRIDED_ELEMS_PER_BLOCK
-    return [
-        f"const unsigned int __use = (unsigned int)cpufree::min_<{INDEX_T}>(__parts, "
-        f"cpufree::max_<{INDEX_T}>(1, ({units} + {per - 1}) / {per}));",
-        "if (__part < __use) {",
-    ]
-
-
 def _strided_nvshmem(node, layout: PutLayout, tname: str, pe: str, api: ShmemAPI) -> list[str]:
-    """Rows along the last dimension (a row may be split in pieces), dealt out over the blocks of the put's
-    lane, one ``iput`` per piece; each block completes its pieces (``quiet``), the last one sets the flag."""
+    """Rows along the last dimension, split over the block's threads (a row may be split in parts)."""
     rows, length, sstride, dstride = layout.rows()
     outer = len(layout.dims) - 1
-    lines = [f"const {INDEX_T} __rows = {rows}, __len = {length};"] + _lane_share("__rows * __len")
-    lines += [
-        f"    const {INDEX_T} __split = cpufree::min_<{INDEX_T}>(__len, "
-        f"cpufree::max_<{INDEX_T}>(1, (long long)blockDim.x * __use / cpufree::max_<{INDEX_T}>(1, __rows)));",
-        f"    const {INDEX_T} __chunk = (__len + __split - 1) / __split, __units = __rows * __split;",
-        f"    const {INDEX_T} __u0 = __units * __part / __use, __u1 = __units * (__part + 1) / __use;",
-        f"    for ({INDEX_T} __u = __u0 + threadIdx.x; __u < __u1; __u += blockDim.x) {{",
-        f"        const {INDEX_T} __lo = (__u % __split) * __chunk;",
-        f"        const {INDEX_T} __cnt = cpufree::min_<{INDEX_T}>(__chunk, __len - __lo);",
-        "        if (__cnt <= 0) continue;",
+    lines = [
+        f"const {INDEX_T} __rows = {rows}, __len = {length};",
+        f"const {INDEX_T} __parts = cpufree::max_<{INDEX_T}>(1, (long long)blockDim.x / __rows);",
+        f"const {INDEX_T} __chunk = (__len + __parts - 1) / __parts;",
+        f"for ({INDEX_T} __u = threadIdx.x; __u < __rows * __parts; __u += blockDim.x) {{",
+        f"    const {INDEX_T} __lo = (__u % __parts) * __chunk;",
+        f"    const {INDEX_T} __cnt = cpufree::min_<{INDEX_T}>(__chunk, __len - __lo);",
+        "    if (__cnt <= 0) continue;",
     ]
-    lines += ["        " + line for line in layout.decode("__u / __split", outer)]
+    lines += ["    " + line for line in layout.decode("__u / __parts", outer)]
     lines += [
-        f"        {api.iput.format(t=tname)}(_dest + __do + __lo * ({dstride}), _src + __so + __lo * ({sstride}), "
+        f"    {api.iput.format(t=tname)}(_dest + __do + __lo * ({dstride}), _src + __so + __lo * ({sstride}), "
         f"(ptrdiff_t)({dstride}), (ptrdiff_t)({sstride}), (size_t)__cnt, {pe});",
-        "    }",
+        "}",
     ]
     if node.signalled:
         # iput is complete at the source only; quiet makes the data visible at the target before the flag.
-        lines += ["    __syncthreads();"] + ["    " + line for line in _quiet_then_signal(node, api, pe, "__use")]
-    return lines + ["}"]
+        lines += ["__syncthreads();"] + _quiet_then_signal(node, api, pe)
+    return lines + ["__syncthreads();"]
 
 
 def _strided_rocshmem(node, layout: PutLayout, tname: str, pe: str, api: ShmemAPI) -> list[str]:
-    """rocSHMEM has no strided put: element puts (packing and put in one), dealt out over the blocks of the
-    put's lane as for NVSHMEM."""
+    """rocSHMEM has no strided put: element puts over the work-group's threads (packing and put in one)."""
     ctype = {"longlong": "long long", "ulonglong": "unsigned long long", "schar": "signed char"}.get(tname, tname)
-    count = cexpr(layout.count)
-    lines = [f"const {INDEX_T} __count = {count};"] + _lane_share("__count")
-    lines += [
-        f"    const {INDEX_T} __e0 = __count * __part / __use, __e1 = __count * (__part + 1) / __use;",
-        f"    for ({INDEX_T} __u = __e0 + threadIdx.x; __u < __e1; __u += blockDim.x) {{",
-    ]
-    lines += ["        " + line for line in layout.decode("__u", len(layout.dims))]
-    lines += [f"        rocshmem_{tname}_p(({ctype} *)(_dest + __do), ({ctype})_src[__so], {pe});", "    }"]
-    lines += ["    __syncthreads();"]
+    lines = [f"for ({INDEX_T} __u = threadIdx.x; __u < {cexpr(layout.count)}; __u += blockDim.x) {{"]
+    lines += ["    " + line for line in layout.decode("__u", len(layout.dims))]
+    lines += [f"    rocshmem_{tname}_p(({ctype} *)(_dest + __do), ({ctype})_src[__so], {pe});", "}", "__syncthreads();"]
     if node.signalled:
-        lines += ["    " + line for line in _quiet_then_signal(node, api, pe, "__use")]
+        lines += _quiet_then_signal(node, api, pe) + ["__syncthreads();"]
     elif node.blocking:
-        lines += ["    if (threadIdx.x == 0) rocshmem_quiet();", "    __syncthreads();"]
-    return lines + ["}"]
+        lines += ["if (threadIdx.x == 0) rocshmem_quiet();", "__syncthreads();"]
+    return lines
 
 
 def put_layout(node, state, sdfg) -> PutLayout:
@@ -227,7 +200,7 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
         outputs,
         put_code(node, state, sdfg, api, layout),
         language=dace.Language.CPP,
-        location=location("block" if layout.contiguous else "blocks", node.block, remote, node.lanes),
+        location=location("blocks" if layout.shared_rows else "block", node.block, remote, node.lanes),
     )
 
 

@@ -85,12 +85,8 @@ def test_strided_put_is_iput_then_quiet_then_signal():
     quiet = kernel.index("nvshmem_quiet();")
     signal = kernel.index("nvshmemx_signal_op(_flag, (uint64_t)(t), NVSHMEM_SIGNAL_SET,")
     assert iput < quiet < signal < kernel.index("nvshmem_signal_wait_until(_flag, NVSHMEM_CMP_GE, (uint64_t)(t));")
-    # the blocks of the put's lane (one per 256 elements) split the rows (and a row into pieces) between them;
-    # each block quiets its own iputs, the last one to finish sets the flag
-    assert "cpufree::max_<long long>(1, (__rows * __len + 255) / 256));" in kernel
-    assert "for (long long __u = __u0 + threadIdx.x; __u < __u1; __u += blockDim.x)" in kernel
-    assert "if (cpufree::shmem::last_of(&__arrived, __use)) nvshmemx_signal_op(" in kernel
-    assert "blockIdx.x % __lanes ==" in kernel
+    # the block's threads split the rows (and a single row into parts)
+    assert "for (long long __u = threadIdx.x; __u < __rows * __parts; __u += blockDim.x)" in kernel
 
 
 def test_strided_put_rocshmem_is_element_puts_then_quiet_then_atomic_signal():
@@ -100,8 +96,6 @@ def test_strided_put_rocshmem_is_element_puts_then_quiet_then_atomic_signal():
     quiet = kernel.index("rocshmem_quiet();")
     signal = kernel.index("rocshmem_uint64_atomic_set(_flag, (uint64_t)(t), (int)(")
     assert element < quiet < signal
-    assert "for (long long __u = __e0 + threadIdx.x; __u < __e1; __u += blockDim.x)" in kernel  # the lane's blocks
-    assert "if (cpufree::shmem::last_of(&__arrived, __use)) rocshmem_uint64_atomic_set(" in kernel
 
 
 def test_concurrent_puts_run_on_different_blocks_block_cooperatively():
@@ -109,9 +103,7 @@ def test_concurrent_puts_run_on_different_blocks_block_cooperatively():
     puts = [t for t in tasklets if t.label == "putmem"]
     waits = [t for t in tasklets if t.label == "signal_wait"]
     assert sorted(int(t.location["cpufree_block"]) for t in puts) == [0, 1, 2, 3]
-    # rows (contiguous) by one block each, columns (strided) by the blocks of their lane
-    assert sorted(t.location["cpufree_executor"] for t in puts) == ["block", "block", "blocks", "blocks"]
-    assert {t.location["cpufree_lanes"] for t in puts if t.location["cpufree_executor"] == "blocks"} == {"4"}
+    assert {t.location["cpufree_executor"] for t in puts} == {"block"}
     assert {t.location["cpufree_remote"] for t in puts} == {"_dest,_flag"}
     assert [int(t.location["cpufree_block"]) for t in waits] == [0, 0, 0, 0]  # one thread waits for all
     assert {t.location["cpufree_executor"] for t in waits} == {"thread"}

@@ -113,9 +113,11 @@ def merge(sources, dst: str | Path) -> int:
     target = connect(dst)
     added = 0
     for src in sources:
-        for row in connect(src).execute("SELECT * FROM results ORDER BY id"):
+        source = connect(src)  # an older file gains the newer columns, so every row has all of COLUMNS
+        for row in source.execute("SELECT * FROM results ORDER BY id"):
             insert(target, {k: row[k] for k in COLUMNS})
             added += 1
+        source.close()
     target.close()
     return added
 

@@ -200,6 +200,8 @@ def main(argv=None) -> int:
 
 
 def _summarise(rows: list[dict]) -> None:
+    from . import PROGRAMS
+
     def series(r):
         return r.get("framework", "cpufree"), r["program"], r["form"], r["mode"]
 
@@ -215,8 +217,6 @@ def _summarise(rows: list[dict]) -> None:
         t1, tp, p = b["us_per_step"], r["us_per_step"], r["gpus"]
         r["efficiency"] = t1 / tp if r["mode"] == "weak" else t1 / (p * tp)
         if r["mode"] == "weak" and p > 1:
-            from . import PROGRAMS
-
             exchanges = PROGRAMS[r["program"]].EXCHANGES_PER_STEP
             r["halo_us_per_step"] = tp - t1
             r["halo_vs_floor"] = (tp - t1) / FLOOR_US

@@ -332,8 +332,11 @@ def test_direct_store_transport_writes_through_peer_pointers():
     for call in ("nvshmemx_putmem", "nvshmem_double_iput", "nvshmem_quiet", "nvshmemx_signal_op", "signal_wait_until"):
         assert call not in kernel
     assert "cpufree_shmem_unreachable_pe" in code  # the launcher's reachability check
+    # full blocks: registers capped (NVSHMEM's library code, which sets them with "proxy", is not linked in)
+    assert "__global__ void CPUFREE_FULL_BLOCKS cpufree_npbench_runs_multigpu_jacobi_2d_plain_kernel(" in kernel
     proxy = dace_cpufree.generate_code(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2))
     assert "cpufree::shmem::p2p::" not in proxy and "nvshmemx_putmem_signal_nbi_block" in proxy
+    assert "__global__ void cpufree_npbench_runs_multigpu_jacobi_2d_plain_kernel(" in proxy
 
 
 def test_transport_choice_follows_the_option_the_environment_and_the_launcher(monkeypatch):

@@ -51,20 +51,25 @@ def test_multigpu_stencils_compile(name, form, transport):
     assert _build(program, f"{name}_{form}_{transport}", shmem_transport=transport).stat().st_size > 0
 
 
-def _linked_registers(program, transport: str, tmp_path) -> int:
+def _linked_registers(program, transport: str, tmp_path, symbols=None) -> int:
     """Registers per thread of the kernel after the device link against libnvshmem_device.a (what the
     launch's occupancy sees; ptxas alone reports the kernel without NVSHMEM's functions)."""
     import re
 
-    from dace_cpufree.runtime.build import INCLUDE_DIR, find_nvcc
+    from dace_cpufree.runtime.build import INCLUDE_DIR, find_nvcc, full_block_flags
     from dace_cpufree.runtime.shmem_build import nvshmem_home
 
     nvcc, home = find_nvcc(), nvshmem_home()
     cu, obj = tmp_path / f"{transport}.cu", tmp_path / f"{transport}.o"
-    cu.write_text(dace_cpufree.generate_code(program, symbols=dict(LX=1026, LY=1026, PY=2), shmem_transport=transport))
+    source = dace_cpufree.kernel_source(
+        program, symbols=symbols or dict(LX=1026, LY=1026, PY=2), shmem_transport=transport
+    )
+    cu.write_text(source.code)
     inc = [f"-I{INCLUDE_DIR}", f"-I{home / 'include'}"]
     subprocess.run(
-        [nvcc, "-O3", "-std=c++17", "-arch=sm_90", "-rdc=true", *inc, "-c", str(cu), "-o", str(obj)], check=True
+        [nvcc, "-O3", "-std=c++17", "-arch=sm_90", "-rdc=true", *full_block_flags(source.code), *inc, "-c", str(cu)]
+        + ["-o", str(obj)],
+        check=True,
     )
     link = subprocess.run(
         [
@@ -84,7 +89,7 @@ def _linked_registers(program, transport: str, tmp_path) -> int:
         check=True,
     )
     found = re.search(
-        r"Function properties for '\w*jacobi_2d_plain_kernel\w*':\s*\S+ info\s*: used (\d+) registers",
+        rf"Function properties for '\w*{source.kernel}\w*':\s*\S+ info\s*: used (\d+) registers",
         link.stdout + link.stderr,
     )
     return int(found.group(1))
@@ -98,6 +103,18 @@ def test_direct_stores_keep_nvshmem_transport_code_out_of_the_kernel(tmp_path):
     from npbench_runs.multigpu import jacobi_2d
 
     assert _linked_registers(jacobi_2d.plain, "p2p", tmp_path) < _linked_registers(jacobi_2d.plain, "proxy", tmp_path)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_direct_store_kernels_fit_full_blocks(name, form, tmp_path):
+    """A direct-store kernel is declared CPUFREE_FULL_BLOCKS, so after the device link one block of 1024
+    threads (sm_90's limit, the build's default without a GPU) fits in sm_90's 65536 registers per SM:
+    64 per thread at most. Without the bound Jacobi 2-D overlapped linked at 66 and ran 512-thread blocks."""
+    sizes = dict(LX=1026, LY=1026, PY=2) if name == "jacobi_2d" else dict(LX=130, N=258)
+    registers = _linked_registers(getattr(PROGRAMS[name], form), "p2p", tmp_path, sizes)
+    assert registers <= 65536 // 1024, registers
 
 
 @pytest.mark.compile

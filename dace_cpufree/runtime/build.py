@@ -48,6 +48,40 @@ def gpu_count() -> int:
     return count.value
 
 
+#: A full block on every CUDA architecture from sm_50 to sm_120 (threads, registers per block): what a
+#: build without a GPU assumes for the kernels declared CPUFREE_FULL_BLOCKS.
+ARCHITECTURE_BLOCK_LIMITS = (1024, 65536)
+
+
+@functools.lru_cache(maxsize=1)
+def full_block_limits() -> tuple[int, int]:
+    """``(threads, registers)`` of the largest block on GPU 0, from the driver; without a GPU,
+    :data:`ARCHITECTURE_BLOCK_LIMITS`."""
+    if gpu_count() == 0:
+        return ARCHITECTURE_BLOCK_LIMITS
+    cuda, device = ctypes.CDLL("libcuda.so.1"), ctypes.c_int(0)
+    values = []
+    # CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK = 12
+    for attribute in (1, 12):
+        value = ctypes.c_int(0)
+        if cuda.cuDeviceGet(ctypes.byref(device), 0) != 0 or cuda.cuDeviceGetAttribute(
+            ctypes.byref(value), attribute, device
+        ):
+            return ARCHITECTURE_BLOCK_LIMITS
+        values.append(value.value)
+    return values[0], values[1]
+
+
+def full_block_flags(code: str) -> list[str]:
+    """nvcc flags of a program whose kernel is declared ``CPUFREE_FULL_BLOCKS`` (``codegen/kernel.py``): the
+    block size for its launch bound, and a register cap for every device function of the file (the kernel's
+    step functions are compiled apart from it, so its bound does not reach them)."""
+    if "CPUFREE_FULL_BLOCKS" not in code:
+        return []
+    threads, registers = full_block_limits()
+    return [f"-DCPUFREE_MAX_BLOCK_THREADS={threads}", f"-maxrregcount={registers // threads}"]
+
+
 def cuda_arch() -> str:
     """``DACE_CPUFREE_CUDA_ARCH`` if set; the GPU in this machine if there is one; else sm_90."""
     env = os.environ.get("DACE_CPUFREE_CUDA_ARCH")
@@ -56,8 +90,11 @@ def cuda_arch() -> str:
     return "native" if gpu_count() > 0 else "sm_90"
 
 
-def compile_command(backend: str, source: Path, output: Path, shared: bool = True, shmem: bool = False) -> list[str]:
-    """The compiler command; ``shmem`` adds relocatable device code and the SHMEM library (:mod:`.shmem_build`)."""
+def compile_command(
+    backend: str, source: Path, output: Path, shared: bool = True, shmem: bool = False, flags: list[str] = ()
+) -> list[str]:
+    """The compiler command; ``shmem`` adds relocatable device code and the SHMEM library (:mod:`.shmem_build`),
+    ``flags`` go in front of the source (CUDA only)."""
     inc = f"-I{INCLUDE_DIR}"
     extra, libs = shmem_flags(backend, shared) if shmem else ([], [])
     if backend == "cuda":
@@ -72,6 +109,7 @@ def compile_command(backend: str, source: Path, output: Path, shared: bool = Tru
             f"-arch={cuda_arch()}",
             "-lineinfo",
             inc,
+            *flags,
             *extra,
             *link,
             str(source),
@@ -95,7 +133,8 @@ def build(code: str, name: str, backend: str, shared: bool = True, shmem: bool =
     :param shmem: the code calls NVSHMEM / ROC_SHMEM: relocatable device code, device-linked against it.
     """
     suffix = {"cuda": ".cu", "hip": ".hip.cpp", "emulate": ".cpp"}[backend]
-    probe = compile_command(backend, Path("x"), Path("y"), shared, shmem)
+    flags = full_block_flags(code) if backend == "cuda" else []
+    probe = compile_command(backend, Path("x"), Path("y"), shared, shmem, flags)
     headers = "".join(p.read_text() for p in sorted(INCLUDE_DIR.glob("cpufree/*")))
     key = hashlib.sha256("\0".join([code, headers, *probe]).encode()).hexdigest()[:20]
     folder = cache_dir() / f"{name}-{backend}-{key}"
@@ -108,7 +147,7 @@ def build(code: str, name: str, backend: str, shared: bool = True, shmem: bool =
         if output.exists():
             return output
         source.write_text(code)
-        cmd = compile_command(backend, source, output, shared, shmem)
+        cmd = compile_command(backend, source, output, shared, shmem, flags)
         partial = output.with_name(output.name + ".part")
         cmd[cmd.index(str(output))] = str(partial)
         proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -241,8 +241,10 @@ class PersistentProgram:
 
 def _attach_shmem(lib, source):
     """The process's SHMEM session, initialised in this program's library (see :mod:`.nvshmem`)."""
+    from dace_cpufree.codegen.kernel import DIRECT_STORES
+
     from .build import gpu_count
 
     shmem = session()
-    shmem.attach(lib, gpu_count(), direct_stores="cpufree::shmem::p2p::" in source.code)
+    shmem.attach(lib, gpu_count(), direct_stores=DIRECT_STORES in source.code)
     return shmem

@@ -225,7 +225,8 @@ def _summarise(rows: list[dict]) -> None:
 
 
 def _write(rows: list[dict], out: Path) -> None:
-    keys = ["framework", "program", "form", "mode", "gpus", "n", "nx", "local_shape", "steps", "slope_steps", "timing",
+    keys = ["framework", "program", "form", "transport", "launch", "mode", "gpus", "n", "nx", "local_shape", "steps",
+            "slope_steps", "timing",
             "us_per_step", "us_per_step_one_run", "launch_us", "vs_dace_mpi", "efficiency", "halo_us_per_step",
             "halo_vs_floor", "halo_us_per_exchange", "exchange_vs_floor", "max_abs_error", "bitwise", "valid",
             "compile_s", "error"]  # fmt: skip

@@ -25,6 +25,16 @@
 
 namespace cg = cooperative_groups;
 
+// The most threads a block may have on the target: the driver's value when the build saw a GPU
+// (build.py passes it), else the limit of every CUDA and HIP architecture.
+#ifndef CPUFREE_MAX_BLOCK_THREADS
+#define CPUFREE_MAX_BLOCK_THREADS 1024
+#endif
+// A kernel that must run with full blocks: the compiler keeps its registers low enough that one block
+// of CPUFREE_MAX_BLOCK_THREADS threads fits on a multiprocessor (see codegen/kernel.py for where; the
+// build also caps the registers of the file's other device functions, build.full_block_flags).
+#define CPUFREE_FULL_BLOCKS __launch_bounds__(CPUFREE_MAX_BLOCK_THREADS)
+
 // DaCe tasklet code names a few types and functions through the `dace` namespace.
 namespace dace {
 using float64 = double;

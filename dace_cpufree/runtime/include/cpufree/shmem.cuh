@@ -109,13 +109,15 @@ template <typename T> __device__ inline T *peer(T *symmetric, int pe) {
     return p;
 }
 
-// One thread waits until the local flag is at least `value` (acquire: the data put before the flag's
-// signal is visible after the wait).
+// One thread waits until the local flag is at least `value`. It polls with relaxed loads and then fences
+// (a strong read followed by fence.acq_rel is an acquire pattern: the data put before the flag's signal
+// is visible after the wait) rather than making every poll an acquire.
 __device__ inline void wait_until_ge(uint64_t *flag, uint64_t value) {
     uint64_t seen;
     do {
-        asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");
+        asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");
     } while (seen < value);
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
 }
 
 // A completion point: this thread's stores to peers are visible there before its later stores.

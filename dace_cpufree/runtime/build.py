@@ -82,6 +82,12 @@ def full_block_flags(code: str) -> list[str]:
     return [f"-DCPUFREE_MAX_BLOCK_THREADS={threads}", f"-maxrregcount={registers // threads}"]
 
 
+def extra_nvcc_flags() -> list[str]:
+    """``DACE_CPUFREE_NVCC_FLAGS``: more nvcc flags (space-separated), after the generated ones, so a later
+    ``-maxrregcount`` or ``-D`` wins (e.g. ``-DCPUFREE_WAIT_TIMEOUT_NS=...`` or an experiment's switch)."""
+    return os.environ.get("DACE_CPUFREE_NVCC_FLAGS", "").split()
+
+
 def cuda_arch() -> str:
     """``DACE_CPUFREE_CUDA_ARCH`` if set; the GPU in this machine if there is one; else sm_90."""
     env = os.environ.get("DACE_CPUFREE_CUDA_ARCH")
@@ -133,7 +139,7 @@ def build(code: str, name: str, backend: str, shared: bool = True, shmem: bool =
     :param shmem: the code calls NVSHMEM / ROC_SHMEM: relocatable device code, device-linked against it.
     """
     suffix = {"cuda": ".cu", "hip": ".hip.cpp", "emulate": ".cpp"}[backend]
-    flags = full_block_flags(code) if backend == "cuda" else []
+    flags = full_block_flags(code) + extra_nvcc_flags() if backend == "cuda" else []
     probe = compile_command(backend, Path("x"), Path("y"), shared, shmem, flags)
     headers = "".join(p.read_text() for p in sorted(INCLUDE_DIR.glob("cpufree/*")))
     key = hashlib.sha256("\0".join([code, headers, *probe]).encode()).hexdigest()[:20]

@@ -33,7 +33,9 @@ namespace cg = cooperative_groups;
 // A kernel that must run with full blocks: the compiler keeps its registers low enough that one block
 // of CPUFREE_MAX_BLOCK_THREADS threads fits on a multiprocessor (see codegen/kernel.py for where; the
 // build also caps the registers of the file's other device functions, build.full_block_flags).
+#ifndef CPUFREE_FULL_BLOCKS  // -DCPUFREE_FULL_BLOCKS= (with -maxrregcount=255) turns the bound off
 #define CPUFREE_FULL_BLOCKS __launch_bounds__(CPUFREE_MAX_BLOCK_THREADS)
+#endif
 
 // DaCe tasklet code names a few types and functions through the `dace` namespace.
 namespace dace {

@@ -78,7 +78,9 @@ __device__ inline void wait_or_trap(uint64_t *flag, uint64_t expected, const cha
 // for the next round). The fences make the other blocks' completed puts happen before the caller's
 // signal (release before the count, acquire after it).
 __device__ inline bool last_of(unsigned int *counter, unsigned int n) {
+#if !defined(CPUFREE_P2P_LEAN_FENCES)  // lean: the caller's quiet already ordered its puts before the count
     __threadfence_system();
+#endif
     const bool last = atomicInc(counter, n - 1) == n - 1;
     if (last) __threadfence_system();
     return last;
@@ -109,19 +111,31 @@ template <typename T> __device__ inline T *peer(T *symmetric, int pe) {
     return p;
 }
 
-// One thread waits until the local flag is at least `value`. It polls with relaxed loads and then fences
-// (a strong read followed by fence.acq_rel is an acquire pattern: the data put before the flag's signal
-// is visible after the wait) rather than making every poll an acquire.
+// One thread waits until the local flag is at least `value` (acquire: the data put before the flag's
+// signal is visible after the wait). CPUFREE_P2P_RELAXED_POLL: relaxed polls, then one fence.acq_rel
+// (also an acquire pattern); on sm_90 that fence is a MEMBAR.ALL.SYS, the acquire poll an L1 invalidate
+// per load. Which is faster is measured in docs/multigpu.md (session 6).
 __device__ inline void wait_until_ge(uint64_t *flag, uint64_t value) {
     uint64_t seen;
+#if defined(CPUFREE_P2P_RELAXED_POLL)
     do {
         asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");
     } while (seen < value);
     asm volatile("fence.acq_rel.sys;" ::: "memory");
+#else
+    do {
+        asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");
+    } while (seen < value);
+#endif
 }
 
 // A completion point: this thread's stores to peers are visible there before its later stores.
+// CPUFREE_P2P_LEAN_FENCES: fence.acq_rel (release cumulativity is all a put needs) instead of fence.sc.
+#if defined(CPUFREE_P2P_LEAN_FENCES)
+__device__ inline void quiet() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+#else
 __device__ inline void quiet() { __threadfence_system(); }
+#endif
 
 // One thread sets the flag on PE `pe` (after a quiet: the data before it is visible first).
 __device__ inline void signal_set(uint64_t *flag, uint64_t value, int pe) {

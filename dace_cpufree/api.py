@@ -44,10 +44,10 @@ def persistent_sdfg(
                     (The symbols are replaced by the values throughout the SDFG.)
     :param backend: selects the SHMEM library that ``nvshmem.Putmem``/``SignalWait`` expand to
                     (NVSHMEM for ``"cuda"``, ROC_SHMEM for ``"hip"``).
-    :param shmem_transport: NVSHMEM only: ``"proxy"`` (default, or ``DACE_CPUFREE_SHMEM_TRANSPORT``:
-                    NVSHMEM's calls, any node), ``"p2p"`` (the kernel stores to its peers directly; one
-                    node) or ``"auto"`` (``"proxy"`` when the launcher placed the ranks on several nodes,
-                    else ``"p2p"``).
+    :param shmem_transport: NVSHMEM only: ``"auto"`` (default, or ``DACE_CPUFREE_SHMEM_TRANSPORT``:
+                    ``"proxy"`` when the launcher placed the ranks on several nodes, else ``"p2p"``),
+                    ``"proxy"`` (NVSHMEM's calls, any node) or ``"p2p"`` (the kernel stores to its peers
+                    directly; one node).
 
     The input is not modified. Raises :class:`NotPersistableError` naming what cannot be made persistent.
     """

@@ -135,8 +135,8 @@ def _ranks_span_nodes() -> bool | None:
 
 
 def transport_choice(transport: str | None = None) -> str:
-    """The transport asked for: ``transport``, else ``DACE_CPUFREE_SHMEM_TRANSPORT``, else ``"proxy"``."""
-    transport = transport or os.environ.get(TRANSPORT_ENV) or "proxy"
+    """The transport asked for: ``transport``, else ``DACE_CPUFREE_SHMEM_TRANSPORT``, else ``"auto"``."""
+    transport = transport or os.environ.get(TRANSPORT_ENV) or "auto"
     if transport not in TRANSPORTS:
         raise CommunicationError(
             f"shmem_transport={transport!r}. Fix: use one of {', '.join(TRANSPORTS)} "
@@ -147,14 +147,16 @@ def transport_choice(transport: str | None = None) -> str:
 
 def implementation(backend: str, transport: str | None = None) -> str:
     """The library-node implementation for ``backend`` and ``transport`` (default: the environment variable
-    ``DACE_CPUFREE_SHMEM_TRANSPORT``, else ``"proxy"``).
+    ``DACE_CPUFREE_SHMEM_TRANSPORT``, else ``"auto"``).
 
     ``"proxy"``: NVSHMEM's calls, which reach peers on this node and on others; ``"p2p"``: the kernel stores
     to its peers directly (one node, see ``NVSHMEM_P2P_API``; the launcher checks at start that every peer
     is reachable and names ``"proxy"`` when one is not); ``"auto"``: ``"proxy"`` when the launcher placed the
-    ranks on several nodes, else ``"p2p"``. ``"proxy"`` is the default because direct stores were not
-    faster everywhere (4 H200s: Jacobi 2-D strong scaling faster, 3-D weak scaling slower; see
-    docs/multigpu.md). ROC_SHMEM (``"hip"``) has its calls only.
+    ranks on several nodes, else ``"p2p"`` (the default). Measured on 4 H200s (docs/multigpu.md, session 6):
+    direct stores let the kernel keep full blocks (NVSHMEM's proxy code linked into it cost 76 registers per
+    thread, so half the threads per SM), which made Jacobi 2-D at 4096^2 per GPU 1.5x faster on 4 GPUs; at
+    small tiles (1024^2, 128^3 per GPU) NVSHMEM's calls were 3-23 % faster. ROC_SHMEM (``"hip"``) has its
+    calls only.
     """
     transport = transport_choice(transport)
     if backend == "hip":

@@ -19,9 +19,10 @@ from dace_cpufree import nvshmem
 
 @pytest.fixture(autouse=True)
 def _nvshmem_calls(monkeypatch):
-    """These tests read NVSHMEM's own calls (the default transport, "proxy"); the direct-store transport
-    ("p2p") has its tests at the end, which ask for it explicitly."""
-    monkeypatch.delenv("DACE_CPUFREE_SHMEM_TRANSPORT", raising=False)
+    """These tests read NVSHMEM's own calls (transport "proxy", asked for here through the environment; the
+    default "auto" is "p2p" on one node); the direct-store transport ("p2p") has its tests at the end,
+    which ask for it explicitly."""
+    monkeypatch.setenv("DACE_CPUFREE_SHMEM_TRANSPORT", "proxy")
 
 
 def _kernel(program, backend="cuda") -> str:
@@ -354,7 +355,9 @@ def test_transport_choice_follows_the_option_the_environment_and_the_launcher(mo
         "SLURM_JOB_NUM_NODES",
     ):
         monkeypatch.delenv(var, raising=False)
-    assert implementation("cuda") == "NVSHMEM"  # default: NVSHMEM's calls
+    monkeypatch.delenv("DACE_CPUFREE_SHMEM_TRANSPORT")
+    assert implementation("cuda") == "NVSHMEM_P2P"  # default "auto": no launcher says several nodes
+    assert implementation("cuda", "proxy") == "NVSHMEM"
     assert implementation("cuda", "p2p") == "NVSHMEM_P2P" and implementation("hip") == "ROCSHMEM"
     monkeypatch.setenv("DACE_CPUFREE_SHMEM_TRANSPORT", "p2p")
     assert implementation("cuda") == "NVSHMEM_P2P" and implementation("cuda", "proxy") == "NVSHMEM"

@@ -248,7 +248,7 @@ class PrepareCommunication(ppl.Pass):
     backend = Property(dtype=str, default="cuda", desc="cuda (NVSHMEM) or hip (ROC_SHMEM)", category="General")
     transport = Property(
         dtype=str,
-        default="proxy",
+        default="auto",
         choices=TRANSPORTS,
         desc="NVSHMEM: 'p2p' (direct stores to peers on one node), 'proxy' (NVSHMEM's calls, any node) or "
         "'auto' (p2p unless the launcher placed the ranks on several nodes)",

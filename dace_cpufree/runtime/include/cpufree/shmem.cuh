@@ -75,12 +75,9 @@ __device__ inline void wait_or_trap(uint64_t *flag, uint64_t expected, const cha
 
 // A put shared by `n` blocks signals once, after every block's part has arrived: each block's thread 0
 // calls this after its own quiet; the last of the `n` gets true (and the counter wraps back to 0, ready
-// for the next round). The fences make the other blocks' completed puts happen before the caller's
-// signal (release before the count, acquire after it).
+// for the next round). The caller's quiet before the count is the release (its puts are complete), the
+// fence after it the acquire: every block's completed puts happen before the last one's signal.
 __device__ inline bool last_of(unsigned int *counter, unsigned int n) {
-#if !defined(CPUFREE_P2P_LEAN_FENCES)  // lean: the caller's quiet already ordered its puts before the count
-    __threadfence_system();
-#endif
     const bool last = atomicInc(counter, n - 1) == n - 1;
     if (last) __threadfence_system();
     return last;
@@ -112,30 +109,19 @@ template <typename T> __device__ inline T *peer(T *symmetric, int pe) {
 }
 
 // One thread waits until the local flag is at least `value` (acquire: the data put before the flag's
-// signal is visible after the wait). CPUFREE_P2P_RELAXED_POLL: relaxed polls, then one fence.acq_rel
-// (also an acquire pattern); on sm_90 that fence is a MEMBAR.ALL.SYS, the acquire poll an L1 invalidate
-// per load. Which is faster is measured in docs/multigpu.md (session 6).
+// signal is visible after the wait). Measured against relaxed polls and one fence.acq_rel after them: no
+// faster (4 H200s, session 6).
 __device__ inline void wait_until_ge(uint64_t *flag, uint64_t value) {
     uint64_t seen;
-#if defined(CPUFREE_P2P_RELAXED_POLL)
-    do {
-        asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");
-    } while (seen < value);
-    asm volatile("fence.acq_rel.sys;" ::: "memory");
-#else
     do {
         asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");
     } while (seen < value);
-#endif
 }
 
-// A completion point: this thread's stores to peers are visible there before its later stores.
-// CPUFREE_P2P_LEAN_FENCES: fence.acq_rel (release cumulativity is all a put needs) instead of fence.sc.
-#if defined(CPUFREE_P2P_LEAN_FENCES)
+// A completion point: this thread's stores to peers, and those of its block before a __syncthreads(), are
+// visible there before its later stores. fence.acq_rel is enough for that (release cumulativity); fence.sc
+// (__threadfence_system) was measured slower for Jacobi 3-D's planes.
 __device__ inline void quiet() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
-#else
-__device__ inline void quiet() { __threadfence_system(); }
-#endif
 
 // One thread sets the flag on PE `pe` (after a quiet: the data before it is visible first).
 __device__ inline void signal_set(uint64_t *flag, uint64_t value, int pe) {

@@ -17,8 +17,21 @@ from __future__ import annotations
 
 import re
 
+from .loops import indent
+
 STEP_OPEN, STEP_CLOSE = "auto __step = [=](auto __tile) {", "};"
 APART_OPEN, APART_CLOSE = "cpufree::apart([=]() {", "});"
+
+
+def apart(code: list[str]) -> list[str]:
+    """``code`` in a function of its own (``cpufree::apart``); :func:`pass_pointers` adds its parameters."""
+    return [APART_OPEN] + indent(code) + [APART_CLOSE]
+
+
+def step(body: list[str]) -> list[str]:
+    """``body`` as a tile step (``__step``, run by ``cpufree::with_tile``); :func:`pass_pointers` adds its
+    parameters."""
+    return [STEP_OPEN] + indent(body) + [STEP_CLOSE]
 
 
 # Element types that __ldg loads (CUDA and HIP overloads).

@@ -25,6 +25,7 @@ from dace_cpufree.transformations.schedule_threads import contiguous_param
 
 from dace_cpufree.errors import NotPersistableError
 
+from .captures import apart
 from .context import KernelContext, is_view_edge
 from .expressions import INDEX_T, cexpr, range_extents, same_value, tasklet_code
 from .ir import Executor, Item
@@ -590,7 +591,7 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
             f"tasklet {node.label}", ["if (__tid == 0) {"] + indent(code) + ["}"], reads, writes, Executor.LEADER
         )
     # Library calls on a block or thread: their registers apart from the kernel's loops (see cpufree::apart).
-    code = ["cpufree::apart([=]() {"] + indent(code) + ["});"]
+    code = apart(code)
     on_block = f"blockIdx.x == {block} % gridDim.x"
     if kind == "blocks":
         lanes = int(str(location.get("cpufree_lanes", 1)))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import dace
 
 from . import ir
-from .captures import pass_pointers
+from .captures import apart, pass_pointers
 from .context import KernelContext, symbol_ctype
 from .dialect import Dialect
 from .expressions import kernel_symbols
@@ -57,7 +57,7 @@ def _apart(item: ir.Item) -> list[str]:
     """A grid step in a function of its own (``cpufree::apart``); see :class:`Printer` for where."""
     if item.executor != ir.Executor.GRID or any("cpufree::with_tile<" in line for line in item.code):
         return item.code  # tile steps are functions of their own anyway (cpufree::run_step)
-    return ["cpufree::apart([=]() {"] + ["    " + line for line in item.code] + ["});"]
+    return apart(item.code)
 
 
 def _pad(lines: list[str], depth: int) -> list[str]:

@@ -13,6 +13,7 @@ indices are decoded once per iteration; outer dimensions beyond three run as seq
 
 from __future__ import annotations
 
+from .captures import step
 from .expressions import INDEX_T, cexpr, range_extents
 from .loops import decode_flat, indent, nested_loops
 
@@ -78,8 +79,7 @@ def with_tile(tile: int, want: str, body: list[str]) -> list[str]:
     (the compiler cannot rule out aliasing; gesummv's warp step: 71 local-memory loads in PTX). On an H200
     this made softmax, mlp, atax, bicg and syr2k faster, and mvt's fused rows slower (cause not found).
     """
-    lines = ["auto __step = [=](auto __tile) {"] + indent(body) + ["};"]
-    return lines + [f"cpufree::with_tile<{tile or 1024}>({want}, __step);"]
+    return step(body) + [f"cpufree::with_tile<{tile or 1024}>({want}, __step);"]
 
 
 def tiled_map(params, ranges, contiguous: str, tile: int, body: list[str], tag: str = "") -> tuple[list[str], str]:

@@ -161,7 +161,7 @@ def _strided_rocshmem(node, layout: PutLayout, tname: str, pe: str, api: ShmemAP
     if node.signalled:
         lines += _quiet_then_signal(node, api, pe) + ["__syncthreads();"]
     elif node.blocking:
-        lines += ["if (threadIdx.x == 0) rocshmem_quiet();", "__syncthreads();"]
+        lines += [f"if (threadIdx.x == 0) {api.quiet}", "__syncthreads();"]
     return lines
 
 

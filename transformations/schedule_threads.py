@@ -53,13 +53,17 @@ def contiguous_param(state: SDFGState, entry: nodes.MapEntry, candidates: list[s
     return [p for p in params if votes.get(p) == best][-1]
 
 
+def _reduced_outputs(state: SDFGState, entry: nodes.MapEntry) -> list | None:
+    """The map's output edges when every one is a write-conflict-resolved write, else ``None``."""
+    outputs = [e for e in state.in_edges(state.exit_node(entry)) if not e.data.is_empty()]
+    return outputs if outputs and all(e.data.wcr is not None for e in outputs) else None
+
+
 def reduces(state: SDFGState, entry: nodes.MapEntry, param: str) -> bool:
     """Whether the map reduces over ``param``: every output is a write-conflict-resolved write from a
     tasklet whose location does not depend on ``param`` (a row of a matrix-vector product)."""
-    outputs = [e for e in state.in_edges(state.exit_node(entry)) if not e.data.is_empty()]
-    if not outputs or any(e.data.wcr is None for e in outputs):
-        return False
-    return all(param not in {str(s) for s in e.data.subset.free_symbols} for e in outputs)
+    outputs = _reduced_outputs(state, entry)
+    return outputs is not None and all(param not in {str(s) for s in e.data.subset.free_symbols} for e in outputs)
 
 
 def reduces_across(state: SDFGState, entry: nodes.MapEntry, param: str) -> bool:
@@ -67,8 +71,8 @@ def reduces_across(state: SDFGState, entry: nodes.MapEntry, param: str) -> bool:
     output is a write-conflict-resolved write at a location that, of the map's parameters, depends on
     ``param`` only (the columns of a transposed matrix-vector product, ``A.T @ y``, or a mean over axis
     0). Outputs indexed by more parameters (a matrix product's) are many enough for a thread each."""
-    outputs = [e for e in state.in_edges(state.exit_node(entry)) if not e.data.is_empty()]
-    if len(entry.map.params) < 2 or not outputs or any(e.data.wcr is None for e in outputs):
+    outputs = _reduced_outputs(state, entry)
+    if len(entry.map.params) < 2 or outputs is None:
         return False
     params = set(entry.map.params)
     return all({str(s) for s in e.data.subset.free_symbols} & params == {param} for e in outputs)

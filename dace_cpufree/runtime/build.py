@@ -36,14 +36,20 @@ def find_nvcc() -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def gpu_count() -> int:
-    """NVIDIA GPUs visible to this process, from the driver (0 when there is no driver)."""
+def _driver():
+    """The CUDA driver library, initialised; ``None`` when there is none or it does not initialise."""
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
-        return 0
-    count = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return None
+    return cuda if cuda.cuInit(0) == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_count() -> int:
+    """NVIDIA GPUs visible to this process, from the driver (0 when there is no driver)."""
+    cuda, count = _driver(), ctypes.c_int(0)
+    if cuda is None or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return 0
     return count.value
 
@@ -57,19 +63,16 @@ ARCHITECTURE_BLOCK_LIMITS = (1024, 65536)
 def full_block_limits() -> tuple[int, int]:
     """``(threads, registers)`` of the largest block on GPU 0, from the driver; without a GPU,
     :data:`ARCHITECTURE_BLOCK_LIMITS`."""
-    if gpu_count() == 0:
+    cuda, device = _driver(), ctypes.c_int(0)
+    if gpu_count() == 0 or cuda.cuDeviceGet(ctypes.byref(device), 0) != 0:
         return ARCHITECTURE_BLOCK_LIMITS
-    cuda, device = ctypes.CDLL("libcuda.so.1"), ctypes.c_int(0)
-    values = []
+    threads, registers = ctypes.c_int(0), ctypes.c_int(0)
     # CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK = 12
-    for attribute in (1, 12):
-        value = ctypes.c_int(0)
-        if cuda.cuDeviceGet(ctypes.byref(device), 0) != 0 or cuda.cuDeviceGetAttribute(
-            ctypes.byref(value), attribute, device
-        ):
-            return ARCHITECTURE_BLOCK_LIMITS
-        values.append(value.value)
-    return values[0], values[1]
+    if cuda.cuDeviceGetAttribute(ctypes.byref(threads), 1, device) or cuda.cuDeviceGetAttribute(
+        ctypes.byref(registers), 12, device
+    ):
+        return ARCHITECTURE_BLOCK_LIMITS
+    return threads.value, registers.value
 
 
 def full_block_flags(code: str) -> list[str]:

@@ -63,7 +63,7 @@ def _per_step(report: dict, steps: int, ms: float, slope_steps: int | None, slop
 
 def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool = True, slope_steps=None) -> tuple:
     """Our persistent kernel on this process's PE: final tiles and report fields (kernel time by CUDA events)."""
-    from dace_cpufree.frontend.shmem_api import implementation
+    from dace_cpufree.codegen.kernel import DIRECT_STORES
 
     import dace_cpufree
 
@@ -87,7 +87,7 @@ def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool 
     slope_ms = best(slope_steps)[2] if slope_steps else None
     report = {"form": form, "specialized": specialize, "timing": "kernel_event", "kernel_ms": ms}
     report["launch"] = "x".join(str(v) for v in prog.launch_config)  # blocks x threads per block
-    report["transport"] = "p2p" if implementation("cuda") == "NVSHMEM_P2P" else "proxy"  # as compiled here
+    report["transport"] = "p2p" if DIRECT_STORES in prog.source.code else "proxy"  # what the kernel was built with
     return a, b, _per_step(report, steps, ms, slope_steps, slope_ms)
 
 

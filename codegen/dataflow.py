@@ -567,7 +567,8 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     ``"blocks"``: every block ``b`` with ``b % L == cpufree_block % L``, ``L`` = min(``cpufree_lanes``, grid)
     (the grid's blocks dealt out over ``cpufree_lanes`` concurrent items); the code sees its part
     ``__part`` of ``__parts``. Block-wide items are fenced by block barriers so that program order holds
-    within the block.
+    within the block; ``cpufree_exit_barrier`` = ``"no"`` leaves out the one after a ``"blocks"`` item (its
+    code promises that nothing after it in the block depends on its threads having finished).
     """
     code = ScopeWriter(ctx, state, []).tasklet(node)
     location = node.location or {}
@@ -603,7 +604,7 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
             f"        const unsigned int __parts = (gridDim.x - 1 - {block}u % __lanes) / __lanes + 1;",
             "        __syncthreads();",
             *indent(indent(code)),
-            "        __syncthreads();",
+            *(["        __syncthreads();"] if location.get("cpufree_exit_barrier") != "no" else []),
             "    }",
             "}",
         ]

@@ -10,8 +10,12 @@ sets ``flag`` there to ``signal`` once the data has arrived. Expansions (one per
 - rows that are dense on both ends (a 3-D halo plane's interior): the rows are dealt out over the
   blocks of the put's lane (every ``lanes``-th block of the grid), one warp-cooperative
   ``nvshmemx_putmem_nbi_warp`` per row; each block quiets its rows, the last one to finish sets the flag;
-- NVSHMEM on one node (``NVSHMEM_P2P``): the same shapes with the kernel's own stores through ``nvshmem_ptr``
-  (``cpufree::shmem::p2p``): a block copies, a system-scope fence is the quiet, a release store the signal;
+- NVSHMEM on one node (``NVSHMEM_P2P``): the kernel's own stores through ``nvshmem_ptr``
+  (``cpufree::shmem::p2p``), every layout alike: the put's elements are dealt out over the blocks of its
+  lane (at least one element per thread, as many blocks as that allows), each thread loads a batch before it
+  stores it (``p2p::copy``); each block's thread 0 fences (the quiet) and the last block to finish sets the
+  flag with a release store. The block does not wait for its thread 0 to get through the fence: a store that
+  has been issued has read its source, so the block may go on (and overwrite the source) at once;
 - ROC_SHMEM: ``rocshmem_putmem[_signal][_nbi]_wg``; strided ends as element puts ``rocshmem_<T>_p``,
   then ``rocshmem_quiet()`` and ``rocshmem_uint64_atomic_set`` for the signal; dense rows as above with
   ``rocshmem_putmem_nbi_wave``.
@@ -127,6 +131,34 @@ def _dense_rows(node, layout: PutLayout, api: ShmemAPI, elem: str, pe: str) -> l
     return lines + ["}"]
 
 
+def _direct_stores(node, layout: PutLayout, api: ShmemAPI, pe: str) -> list[str]:
+    """Any layout by the kernel's own stores, shared by the blocks of the put's lane (``__part`` of
+    ``__parts``): block ``p`` of the ``__use`` taking part copies elements ``[n p / use, n (p + 1) / use)``,
+    a thread every ``blockDim.x``-th (``p2p::copy``: a batch of loads, then their stores); the offsets of
+    element ``k`` in the source and the destination come from its digits over the put's dimensions.
+    Then each block's thread 0 fences (the quiet), and the last block to get there sets the flag.
+    A single-block put was the limit: jacobi_2d's 4096-element columns, 4 load-store pairs in a chain on
+    each thread of one block, delayed that block's share of the next stencil by microseconds."""
+    if layout.contiguous:
+        at = ["__s = __k; __d = __k;"]
+    else:
+        at = layout.decode("__k", len(layout.dims)) + ["__s = __so; __d = __do;"]
+    lines = [
+        f"const {INDEX_T} __n = {cexpr(layout.count)};",
+        f"const unsigned int __use = (unsigned int)cpufree::min_<{INDEX_T}>(__parts, "
+        f"cpufree::max_<{INDEX_T}>(1, (__n + blockDim.x - 1) / blockDim.x));",
+        "if (__part < __use) {",
+        f"    cpufree::shmem::p2p::copy(cpufree::shmem::p2p::peer(_dest, {pe}), _src, "
+        "__n * __part / __use + threadIdx.x, __n * (__part + 1) / __use, blockDim.x,",
+        f"        [&]({INDEX_T} __k, {INDEX_T} &__s, {INDEX_T} &__d) {{",
+        *["            " + line for line in at],
+        "        });",
+        "    __syncthreads();",
+    ]
+    lines += ["    " + line for line in _quiet_then_signal(node, api, pe, arrivals="__use")]
+    return lines + ["}"]
+
+
 def _strided_nvshmem(node, layout: PutLayout, tname: str, pe: str, api: ShmemAPI) -> list[str]:
     """Rows along the last dimension, split over the block's threads (a row may be split in parts)."""
     rows, length, sstride, dstride = layout.rows()
@@ -175,6 +207,8 @@ def put_code(node, state, sdfg, api: ShmemAPI, layout: PutLayout) -> str:
     """The C++ body of the put tasklet for ``api``."""
     sdesc = sdfg.arrays[_edge(state, node, "_src", False).data.data]
     pe = f"(int)({value_text(node, 'pe', '_pe')})"
+    if api.direct:
+        return "\n".join(_direct_stores(node, layout, api, pe))
     if layout.contiguous:
         nbytes = f"(size_t)({cexpr(layout.count)}) * sizeof({sdesc.dtype.ctype})"
         return "\n".join(_contiguous_call(node, api, nbytes, pe))
@@ -194,13 +228,16 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
     outputs = {c: dace.pointer(sdfg.arrays[_edge(state, node, c, True).data.data].dtype) for c in node.out_connectors}
     remote = [c for c in ("_dest", "_flag") if c in outputs]
     layout = put_layout(node, state, sdfg)
+    loc = location("blocks" if layout.shared_rows or api.direct else "block", node.block, remote, node.lanes)
+    if api.direct:
+        loc["cpufree_exit_barrier"] = "no"  # see _direct_stores: the block need not wait for its fence
     return nodes.Tasklet(
         node.label,
         inputs,
         outputs,
         put_code(node, state, sdfg, api, layout),
         language=dace.Language.CPP,
-        location=location("blocks" if layout.shared_rows else "block", node.block, remote, node.lanes),
+        location=loc,
     )
 
 

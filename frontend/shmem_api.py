@@ -34,6 +34,7 @@ class ShmemAPI:
     iput: str  # one thread's strided put, format(t=type name); empty: the library has none
     wait: str  # one thread waits until the local flag is >= value: format(flag=, value=)
     type_names: dict  # dace typeclass -> type name in typed calls (nvshmem_<T>_iput, rocshmem_<T>_p)
+    direct: bool = False  # puts are the kernel's own stores (cpufree::shmem::p2p), not library calls
 
     def type_name(self, dtype) -> str:
         if dtype not in self.type_names:
@@ -101,17 +102,19 @@ ROCSHMEM_API = ShmemAPI(
 # NVSHMEM with every peer reachable by load/store (one node): puts, quiets and signals are the kernel's own
 # stores and fences through nvshmem_ptr (cpufree/shmem.cuh, namespace cpufree::shmem::p2p), so NVSHMEM's
 # proxy transport is not linked into the kernel (NVSHMEM's wait, a local poll, also calls into it); the
-# PE-wide barrier before a time loop stays NVSHMEM's.
+# PE-wide barrier before a time loop stays NVSHMEM's. Every put, whatever its layout, is one copy loop shared
+# by the blocks of its lane (frontend/putmem.py), so the library's put names are not used.
 NVSHMEM_P2P_API = dataclasses.replace(
     NVSHMEM_API,
     name="NVSHMEM_P2P",
-    putmem="cpufree::shmem::p2p::putmem_block",
-    putmem_signal="cpufree::shmem::p2p::putmem_signal_block",
-    putmem_warp="cpufree::shmem::p2p::putmem_warp",
+    putmem="",
+    putmem_signal="",
+    putmem_warp="",
     signal_op="cpufree::shmem::p2p::signal_set({flag}, {value}, {pe});",
     quiet="cpufree::shmem::p2p::quiet();",
-    iput="cpufree::shmem::p2p::iput",
+    iput="",
     wait="cpufree::shmem::p2p::wait_until_ge({flag}, {value});",
+    direct=True,
 )
 
 APIS = {"NVSHMEM": NVSHMEM_API, "NVSHMEM_P2P": NVSHMEM_P2P_API, "ROCSHMEM": ROCSHMEM_API}

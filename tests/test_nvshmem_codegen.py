@@ -319,17 +319,31 @@ def test_grid_syncs_per_step_with_sizes_compiled_in(program, syncs):
 
 def test_direct_store_transport_writes_through_peer_pointers():
     """shmem_transport="p2p": puts, quiets, signals and waits are the kernel's own stores, fences and loads
-    (cpufree::shmem::p2p); no NVSHMEM call that carries the proxy transport is left in the kernel."""
+    (cpufree::shmem::p2p); no NVSHMEM call that carries the proxy transport is left in the kernel. Every put,
+    rows and strided columns alike, is one copy loop dealt out over the blocks of its lane (4 puts at once: 4
+    lanes), each block fences, the last one signals, and the block goes on without waiting for its fence."""
     from npbench_runs.multigpu import jacobi_2d
 
     code = dace_cpufree.generate_code(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
     kernel = code[code.index("__global__") : code.index("// ---- host launcher")]
-    assert (
-        kernel.count("cpufree::shmem::p2p::putmem_signal_block(_dest, _src, (size_t)(32) * sizeof(double), _flag") == 4
-    )
-    assert kernel.count("cpufree::shmem::p2p::iput(_dest + __do") == 4  # east/west columns
-    assert kernel.count("cpufree::shmem::p2p::signal_set(_flag, (uint64_t)(t)") == 4
+    copy = "cpufree::shmem::p2p::copy(cpufree::shmem::p2p::peer(_dest, (int)((__cpufree_pe"
+    assert kernel.count(copy) == 8  # 4 puts per half-step
+    assert kernel.count("const long long __n = 32;") == 4  # a 64 x 32 interior: rows of 32,
+    assert kernel.count("const long long __n = 64;") == 4  # columns of 64
+    # elements dealt out: part p of the blocks taking part copies [n p / use, n (p + 1) / use), a thread each
+    assert kernel.count("_src, __n * __part / __use + threadIdx.x, __n * (__part + 1) / __use, blockDim.x,") == 8
+    assert kernel.count("__s = __k; __d = __k;") == 4  # north/south rows: dense on both ends
+    assert kernel.count("__so += __i * (34); __do += __i * (34);") == 4  # east/west columns: the row stride
+    assert kernel.count("cpufree::shmem::p2p::quiet();") == 8  # each block's own; no quiet tasklet after
+    assert "quiet_putmem" not in kernel
+    assert kernel.count("if (cpufree::shmem::last_of(&__arrived, __use)) cpufree::shmem::p2p::signal_set(_flag,") == 8
     assert kernel.count("cpufree::shmem::p2p::wait_until_ge(_flag, (uint64_t)(t));") == 8
+    for lane in range(4):
+        assert kernel.count(f"if (blockIdx.x % __lanes == {lane}u % __lanes) {{") == 2
+    # no block barrier after the put: the stores have read the source once they are issued
+    put = kernel.index(copy)
+    end = kernel.index("}, B, flags);", put)
+    assert "__syncthreads();" not in kernel[end : kernel.index("// tasklet", end)]
     for call in ("nvshmemx_putmem", "nvshmem_double_iput", "nvshmem_quiet", "nvshmemx_signal_op", "signal_wait_until"):
         assert call not in kernel
     assert "cpufree_shmem_unreachable_pe" in code  # the launcher's reachability check

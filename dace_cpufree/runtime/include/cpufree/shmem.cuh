@@ -130,37 +130,31 @@ __device__ inline void signal_set(uint64_t *flag, uint64_t value, int pe) {
     asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(f), "l"(value) : "memory");
 }
 
-// All threads of the block copy; the block is synchronised on return.
-template <typename T> __device__ inline void putmem_block(T *dest, const T *src, size_t nbytes, int pe) {
-    T *d = peer(dest, pe);
-    const size_t n = nbytes / sizeof(T);
-    for (size_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = src[i];
-    __syncthreads();
-}
-
-// putmem_block, then thread 0 fences and sets the flag (the signal operator is always a set here).
-template <typename T>
-__device__ inline void putmem_signal_block(T *dest, const T *src, size_t nbytes, uint64_t *flag, uint64_t value,
-                                           int, int pe) {
-    putmem_block(dest, src, nbytes, pe);
-    if (threadIdx.x == 0) {
-        quiet();
-        signal_set(flag, value, pe);
+// The elements k = first, first + step, ... below end of a put: `at(k, so, dst)` sets element k's offsets in
+// the source and in the destination. The calling thread loads up to CPUFREE_P2P_BATCH elements before it
+// stores them, so that their load latencies overlap (the compiler cannot move a load above a store to memory
+// it cannot prove apart, and a put's rows were a chain of load-store pairs: 8 per thread for a 3-D plane).
+#ifndef CPUFREE_P2P_BATCH
+#define CPUFREE_P2P_BATCH 4
+#endif
+template <typename T, typename At>
+__device__ inline void copy(T *dest, const T *src, long long first, long long end, long long step, At at) {
+    for (long long k = first; k < end; k += CPUFREE_P2P_BATCH * step) {
+        T value[CPUFREE_P2P_BATCH];
+        long long to[CPUFREE_P2P_BATCH];
+#pragma unroll
+        for (int u = 0; u < CPUFREE_P2P_BATCH; ++u) {
+            const long long i = k + u * step;
+            if (i < end) {
+                long long from;
+                at(i, from, to[u]);
+                value[u] = src[from];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < CPUFREE_P2P_BATCH; ++u)
+            if (k + u * step < end) dest[to[u]] = value[u];
     }
-}
-
-// The lanes of a warp copy one row.
-template <typename T> __device__ inline void putmem_warp(T *dest, const T *src, size_t nbytes, int pe) {
-    T *d = peer(dest, pe);
-    const size_t n = nbytes / sizeof(T);
-    for (size_t i = threadIdx.x % warpSize; i < n; i += warpSize) d[i] = src[i];
-}
-
-// One thread's strided put (nvshmem_<T>_iput's arguments).
-template <typename T>
-__device__ inline void iput(T *dest, const T *src, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {
-    T *d = peer(dest, pe);
-    for (size_t i = 0; i < n; ++i) d[i * dst] = src[i * sst];
 }
 
 }  // namespace p2p

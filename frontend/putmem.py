@@ -12,7 +12,7 @@ sets ``flag`` there to ``signal`` once the data has arrived. Expansions (one per
   ``nvshmemx_putmem_nbi_warp`` per row; each block quiets its rows, the last one to finish sets the flag;
 - NVSHMEM on one node (``NVSHMEM_P2P``): the kernel's own stores through ``nvshmem_ptr``
   (``cpufree::shmem::p2p``), every layout alike: the put's elements are dealt out over the blocks of its
-  lane (as many blocks as give each thread a batch of CPUFREE_P2P_BATCH elements), each thread loads its batch before it
+  lane (at least one element per thread, as many blocks as that allows), each thread loads a batch before it
   stores it (``p2p::copy``); each block's thread 0 fences (the quiet) and the last block to finish sets the
   flag with a release store. The block does not wait for its thread 0 to get through the fence: a store that
   has been issued has read its source, so the block may go on (and overwrite the source) at once;
@@ -133,12 +133,10 @@ def _dense_rows(node, layout: PutLayout, api: ShmemAPI, elem: str, pe: str) -> l
 
 def _direct_stores(node, layout: PutLayout, api: ShmemAPI, pe: str) -> list[str]:
     """Any layout by the kernel's own stores, shared by the blocks of the put's lane (``__part`` of
-    ``__parts``): as many blocks as give each thread a batch (``CPUFREE_P2P_BATCH`` elements: its loads
-    overlap) take part, and block ``p`` of the ``__use`` copies elements ``[n p / use, n (p + 1) / use)``,
+    ``__parts``): block ``p`` of the ``__use`` taking part copies elements ``[n p / use, n (p + 1) / use)``,
     a thread every ``blockDim.x``-th (``p2p::copy``: a batch of loads, then their stores); the offsets of
     element ``k`` in the source and the destination come from its digits over the put's dimensions.
-    Then each block's thread 0 fences (the quiet), and the last block to get there sets the flag (a put
-    that fits one block, a 2-D halo line, signals at once: no count, no second fence).
+    Then each block's thread 0 fences (the quiet), and the last block to get there sets the flag.
     A single-block put was the limit: jacobi_2d's 4096-element columns, 4 load-store pairs in a chain on
     each thread of one block, delayed that block's share of the next stencil by microseconds."""
     if layout.contiguous:
@@ -148,7 +146,7 @@ def _direct_stores(node, layout: PutLayout, api: ShmemAPI, pe: str) -> list[str]
     lines = [
         f"const {INDEX_T} __n = {cexpr(layout.count)};",
         f"const unsigned int __use = (unsigned int)cpufree::min_<{INDEX_T}>(__parts, "
-        f"cpufree::max_<{INDEX_T}>(1, (__n + CPUFREE_P2P_BATCH * blockDim.x - 1) / (CPUFREE_P2P_BATCH * blockDim.x)));",
+        f"cpufree::max_<{INDEX_T}>(1, (__n + blockDim.x - 1) / blockDim.x));",
         "if (__part < __use) {",
         f"    cpufree::shmem::p2p::copy(cpufree::shmem::p2p::peer(_dest, {pe}), _src, "
         "__n * __part / __use + threadIdx.x, __n * (__part + 1) / __use, blockDim.x,",

@@ -78,7 +78,6 @@ __device__ inline void wait_or_trap(uint64_t *flag, uint64_t expected, const cha
 // for the next round). The caller's quiet before the count is the release (its puts are complete), the
 // fence after it the acquire: every block's completed puts happen before the last one's signal.
 __device__ inline bool last_of(unsigned int *counter, unsigned int n) {
-    if (n == 1) return true;  // alone: no count, no fence (the caller's quiet completed its puts)
     const bool last = atomicInc(counter, n - 1) == n - 1;
     if (last) __threadfence_system();
     return last;

@@ -1,7 +1,7 @@
 """GPU tests: the distributed stencils on 2 and 4 GPUs match NumPy on the global domain.
 
-Each case is an ``mpirun -np <gpus>`` job under ``timeout -s KILL`` (a hung persistent kernel holds
-its GPU until killed). Skipped without enough GPUs, or without mpirun.
+Each case is an ``mpirun -np <gpus>`` job under ``timeout -k 15`` (a hung persistent kernel holds
+its GPU until killed; see ``scaling.mpirun_job``). Skipped without enough GPUs, or without mpirun.
 """
 
 import os
@@ -23,7 +23,8 @@ def _run(program: str, form: str, gpus: int, n: int, steps: int, extra: tuple = 
         pytest.skip("needs mpirun")
     args = ["--program", program, "--form", form, "--n", str(n), "--steps", str(steps), *extra]
     proc, report = scaling.mpirun_job(gpus, args, TIMEOUT)
-    assert proc.returncode != 137, f"killed after {TIMEOUT} s (hang?):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    hung = proc.returncode in scaling.TIMED_OUT
+    assert not hung, f"killed after {TIMEOUT} s (hang?):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert proc.returncode == 0 and report, f"rc={proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     return report
 

@@ -3,7 +3,8 @@
     python -m npbench_runs.multigpu.scaling --out results/            # every GPU count this machine has
 
 Each configuration is one ``mpirun -np <gpus> python -m npbench_runs.multigpu.run`` job under a hard
-timeout (``timeout -s KILL``), so a hung kernel costs one configuration, not the run. Weak scaling keeps
+timeout (``timeout -k 15``: SIGTERM, which mpirun passes on to its ranks, then SIGKILL 15 s later), so a hung
+kernel costs one configuration, not the run. Weak scaling keeps
 the tile per GPU fixed (efficiency = t(1 GPU) / t(p GPUs)); strong scaling keeps the global domain
 (efficiency = t(1) / (p t(p))). The halo cost per step is t(p GPUs) - t(1 GPU) at the same tile size,
 compared with the 3.32 us put + signal + grid-sync floor measured on two H200s (``nvshmem_ring.cu``), per
@@ -61,12 +62,18 @@ def weak_n(program: str, gpus: int, tile: int | None = None) -> tuple[int, int |
     return inner * px + 2, None
 
 
+#: ``timeout``'s exit status when it ended the job: by SIGTERM (124), or by SIGKILL after it (137).
+TIMED_OUT = (124, 137)
+
+
 def mpirun_job(gpus: int, run_args: list[str], timeout: int) -> tuple[subprocess.CompletedProcess, dict | None]:
-    """``mpirun -np <gpus> python -m npbench_runs.multigpu.run <run_args> --json`` under ``timeout -s
-    KILL`` (a single process without mpirun inside an MPI job); the process and rank 0's report."""
+    """``mpirun -np <gpus> python -m npbench_runs.multigpu.run <run_args> --json`` under ``timeout -k 15``
+    (a single process without mpirun inside an MPI job); the process and rank 0's report. SIGTERM first:
+    mpirun then ends its ranks, and a hung kernel's GPU is freed for the next job (a SIGKILLed mpirun can leave
+    them running on it); SIGKILL if it has not ended 15 s later."""
     env = dict(os.environ, NVSHMEM_DISABLE_NVLS="1", NCCL_NVLS_ENABLE="0")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
-    cmd = ["timeout", "-s", "KILL", str(timeout)]
+    cmd = ["timeout", "-k", "15", str(timeout)]
     if gpus > 1 or os.environ.get("OMPI_COMM_WORLD_SIZE") is None:
         cmd += ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(gpus), "-x", "NVSHMEM_DISABLE_NVLS=1"]
         for var in ("PYTHONPATH", "DACE_CPUFREE_CACHE", "DACE_CPUFREE_REF_CACHE"):

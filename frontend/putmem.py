@@ -35,6 +35,7 @@ from dace.properties import Property, SymbolicProperty
 from dace.sdfg import nodes
 from dace.transformation.transformation import ExpandTransformation
 from dace_cpufree.codegen.expressions import INDEX_T, cexpr
+from dace_cpufree.codegen.loops import indent
 
 from dace_cpufree.errors import NotPersistableError
 
@@ -65,11 +66,16 @@ def expression_symbols(*exprs) -> set[str]:
     return out
 
 
-def location(executor: str, block: int, remote: list[str] | None = None, lanes: int = 1) -> dict:
-    """The tasklet ``location`` keys that the kernel generator reads."""
+def location(
+    executor: str, block: int, remote: list[str] | None = None, lanes: int = 1, exit_barrier: bool = True
+) -> dict:
+    """The tasklet ``location`` keys that the kernel generator reads (``codegen.dataflow.tasklet_item``);
+    ``exit_barrier=False``: the blocks of a ``"blocks"`` item go on without a barrier after it."""
     loc = {"cpufree_executor": executor, "cpufree_block": str(block)}
     if executor == "blocks":
         loc["cpufree_lanes"] = str(lanes)
+    if not exit_barrier:
+        loc["cpufree_exit_barrier"] = "no"
     if remote:
         loc["cpufree_remote"] = ",".join(remote)
     return loc
@@ -120,14 +126,14 @@ def _dense_rows(node, layout: PutLayout, api: ShmemAPI, elem: str, pe: str) -> l
         "    const int __warps = (int)(blockDim.x / warpSize), __warp = (int)(threadIdx.x / warpSize);",
         f"    for ({INDEX_T} __r = __r0 + __warp; __r < __r1; __r += __warps) {{",
     ]
-    lines += ["        " + line for line in layout.decode("__r", len(layout.dims) - 1)]
+    lines += indent(layout.decode("__r", len(layout.dims) - 1), 2)
     lines += [
         f"        {api.putmem_warp.format(nbi='_nbi')}(_dest + __do, _src + __so, "
         f"(size_t)({length}) * sizeof({elem}), {pe});",
         "    }",
         "    __syncthreads();",
     ]
-    lines += ["    " + line for line in _quiet_then_signal(node, api, pe, arrivals="__use")]
+    lines += indent(_quiet_then_signal(node, api, pe, arrivals="__use"))
     return lines + ["}"]
 
 
@@ -151,11 +157,11 @@ def _direct_stores(node, layout: PutLayout, api: ShmemAPI, pe: str) -> list[str]
         f"    cpufree::shmem::p2p::copy(cpufree::shmem::p2p::peer(_dest, {pe}), _src, "
         "__n * __part / __use + threadIdx.x, __n * (__part + 1) / __use, blockDim.x,",
         f"        [&]({INDEX_T} __k, {INDEX_T} &__s, {INDEX_T} &__d) {{",
-        *["            " + line for line in at],
+        *indent(at, 3),
         "        });",
         "    __syncthreads();",
     ]
-    lines += ["    " + line for line in _quiet_then_signal(node, api, pe, arrivals="__use")]
+    lines += indent(_quiet_then_signal(node, api, pe, arrivals="__use"))
     return lines + ["}"]
 
 
@@ -172,7 +178,7 @@ def _strided_nvshmem(node, layout: PutLayout, tname: str, pe: str, api: ShmemAPI
         f"    const {INDEX_T} __cnt = cpufree::min_<{INDEX_T}>(__chunk, __len - __lo);",
         "    if (__cnt <= 0) continue;",
     ]
-    lines += ["    " + line for line in layout.decode("__u / __parts", outer)]
+    lines += indent(layout.decode("__u / __parts", outer))
     lines += [
         f"    {api.iput.format(t=tname)}(_dest + __do + __lo * ({dstride}), _src + __so + __lo * ({sstride}), "
         f"(ptrdiff_t)({dstride}), (ptrdiff_t)({sstride}), (size_t)__cnt, {pe});",
@@ -188,7 +194,7 @@ def _strided_rocshmem(node, layout: PutLayout, tname: str, pe: str, api: ShmemAP
     """rocSHMEM has no strided put: element puts over the work-group's threads (packing and put in one)."""
     ctype = {"longlong": "long long", "ulonglong": "unsigned long long", "schar": "signed char"}.get(tname, tname)
     lines = [f"for ({INDEX_T} __u = threadIdx.x; __u < {cexpr(layout.count)}; __u += blockDim.x) {{"]
-    lines += ["    " + line for line in layout.decode("__u", len(layout.dims))]
+    lines += indent(layout.decode("__u", len(layout.dims)))
     lines += [f"    rocshmem_{tname}_p(({ctype} *)(_dest + __do), ({ctype})_src[__so], {pe});", "}", "__syncthreads();"]
     if node.signalled:
         lines += _quiet_then_signal(node, api, pe) + ["__syncthreads();"]
@@ -228,16 +234,15 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
     outputs = {c: dace.pointer(sdfg.arrays[_edge(state, node, c, True).data.data].dtype) for c in node.out_connectors}
     remote = [c for c in ("_dest", "_flag") if c in outputs]
     layout = put_layout(node, state, sdfg)
-    loc = location("blocks" if layout.shared_rows or api.direct else "block", node.block, remote, node.lanes)
-    if api.direct:
-        loc["cpufree_exit_barrier"] = "no"  # see _direct_stores: the block need not wait for its fence
+    executor = "blocks" if layout.shared_rows or api.direct else "block"
     return nodes.Tasklet(
         node.label,
         inputs,
         outputs,
         put_code(node, state, sdfg, api, layout),
         language=dace.Language.CPP,
-        location=loc,
+        # direct stores: the block need not wait for its thread 0's fence (see _direct_stores)
+        location=location(executor, node.block, remote, node.lanes, exit_barrier=not api.direct),
     )
 
 

@@ -275,10 +275,12 @@ class PrepareCommunication(ppl.Pass):
         PlaceOnSymmetricHeap().apply_pass(sdfg, {})
         assign_blocks(sdfg)
         quiets = relax_ordering(sdfg)
+        if APIS[self._implementation].direct:
+            # Direct stores need no later quiet: a store that has been issued has read its source, and each
+            # block of the put fences before it counts itself done (frontend/putmem.py).
+            quiets = []
         after = {}  # one state of quiets after each block that holds waits
-        # Direct stores need no later quiet: a store that has been issued has read its source, and each block
-        # of the put fences before it counts itself done (frontend/putmem.py).
-        for put, put_state, (region, block) in [] if APIS[self._implementation].direct else quiets:
+        for put, put_state, (region, block) in quiets:
             if id(block) not in after:
                 after[id(block)] = region.add_state_after(block, f"quiet_after_{block.label}")
             add_quiet(sdfg, put, put_state, after[id(block)], self._implementation)

@@ -563,7 +563,8 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
 
     A library expansion may ask for other executors through the tasklet's ``location``:
     ``cpufree_executor`` = ``"block"`` (all threads of one block, for block-cooperative calls) or
-    ``"thread"`` (thread 0 of one block), on block ``cpufree_block`` modulo the grid size, or
+    ``"thread"`` (thread 0 of one block), on block ``cpufree_block`` modulo the grid size, ``"each"`` (in every
+    block, thread ``cpufree_block * warpSize`` modulo the block: a wait that each block makes for itself), or
     ``"blocks"``: every block ``b`` with ``b % L == cpufree_block % L``, ``L`` = min(``cpufree_lanes``, grid)
     (the grid's blocks dealt out over ``cpufree_lanes`` concurrent items); the code sees its part
     ``__part`` of ``__parts``. Block-wide items are fenced by block barriers so that program order holds
@@ -614,13 +615,18 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
         code = [f"if ({on_block}) {{", "    __syncthreads();"] + indent(code) + ["    __syncthreads();", "}"]
         strategy = f"all threads of block {block} (modulo the grid)"
         executor = Executor.BLOCK
+    elif kind == "each":
+        code = [f"if (threadIdx.x == ({block}u * warpSize) % blockDim.x) {{"] + indent(code) + ["}"]
+        strategy = f"warp {block} of every block, for its own block"
+        executor = Executor.EACH
     elif kind in ("thread", "leader"):
         code = [f"if ({on_block} && threadIdx.x == 0) {{"] + indent(code) + ["}"]
         strategy = f"thread 0 of block {block} (modulo the grid)"
         executor = Executor.THREAD
     else:
         raise NotPersistableError(
-            f"tasklet '{node.label}' asks for executor '{kind}'. Fix: use 'blocks', 'block', 'thread' or 'leader'."
+            f"tasklet '{node.label}' asks for executor '{kind}'. Fix: use 'blocks', 'block', 'each', 'thread' or "
+            "'leader'."
         )
     item = Item(f"tasklet {node.label}", code, reads, writes, executor, strategy=strategy, block=block)
     item.regions = tuple(regions)

@@ -20,6 +20,10 @@ class Executor(Enum):
     BLOCK = "block"  # every thread of one block (``Item.block``): block-cooperative library calls
     THREAD = "thread"  # thread 0 of one block (``Item.block``)
     BLOCKS = "blocks"  # every thread of the blocks b with b % lanes == block % lanes (``Item.block`` is the lane)
+    # one thread of every block, each for its own block (``Item.block``: the warp, thread block * warpSize).
+    # For waits: what the item stands for (a flag seen, the halo it guards complete) holds in every block once
+    # that block's threads meet at a barrier, so its consumers need a block barrier, not a grid sync.
+    EACH = "each"
 
 
 @dataclass(eq=False)
@@ -33,6 +37,7 @@ class Item:
     executor: Executor = Executor.GRID
     work: str | None = None
     sync_before: bool = False
+    bar_before: bool = False  # a block barrier before it (an EACH item's effect is needed; no grid sync is)
     strategy: str = ""  # how the work is mapped to threads, for `dace-cpufree inspect`
     block: int = 0  # the block (modulo the grid) that runs a BLOCK or THREAD item; the leader's is 0
     regions: tuple = ()  # (container, "R"/"W", subset) of a BLOCK/THREAD item: finer than reads/writes

@@ -96,7 +96,7 @@ class Printer:
         raise TypeError(node)
 
     def item(self, item: ir.Item, depth: int) -> list[str]:
-        lines = ["__grid.sync();"] if item.sync_before else []
+        lines = ["__grid.sync();"] if item.sync_before else ["__syncthreads();"] if item.bar_before else []
         if item.executor != ir.Executor.EVERY:
             lines.append(f"// {item.label}")
         return _pad(lines + (_apart(item) if self.steps_apart and self.loops else item.code), depth)
@@ -137,6 +137,8 @@ class Printer:
         out = []
         if any(c is not None and c.sync_before for c in branch.conds):
             out += _pad(["__grid.sync();"], depth)
+        elif any(c is not None and c.bar_before for c in branch.conds):
+            out += _pad(["__syncthreads();"], depth)
         for k, (cond, body) in enumerate(zip(branch.conds, branch.bodies)):
             if cond is None:
                 head = "} else {" if k else "{"
@@ -181,7 +183,8 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
     symbols = [f"    {symbol_ctype(sdfg, s)} {s} = 0;" for s in kernel_symbols(sdfg) if s not in arg_names]
     # SHMEM calls are the only block and thread items; DACE_CPUFREE_INLINE_STEPS=1 keeps all steps inline.
     communicates = any(
-        i.executor in (ir.Executor.BLOCK, ir.Executor.BLOCKS, ir.Executor.THREAD) for i in ir.items(root)
+        i.executor in (ir.Executor.BLOCK, ir.Executor.BLOCKS, ir.Executor.THREAD, ir.Executor.EACH)
+        for i in ir.items(root)
     )
     body = Printer(communicates and os.environ.get("DACE_CPUFREE_INLINE_STEPS", "0") != "1").node(root, 1)
     body = pass_pointers(body, {a.name: a.decl for a in args if a.kind in ("array", "workspace")})

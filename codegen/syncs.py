@@ -8,6 +8,11 @@ block (the leader thread, one thread or all threads of one block), where program
 barriers around block-wide items already order them. After a synchronisation the
 pending set holds the item's own accesses only. Loops and unstructured regions iterate to a fixed
 point; the decisions only ever add synchronisations, so the iteration terminates.
+
+Items run by each block for itself (``Executor.EACH``: a wait that one thread of every block makes) are the
+exception: their effect holds in every block once the block's threads have met, so an item that depends on
+them alone gets a block barrier (``bar_before``), which retires the pending EACH accesses. Where a barrier
+cannot be printed (a loop's condition or update, an unstructured region's edge) it becomes a grid sync.
 """
 
 from __future__ import annotations
@@ -46,8 +51,13 @@ def _item_regions(item: ir.Item, name: str) -> list:
     return [(mode, sub) for n, mode, sub in item.regions if n == name] if item.regions else []
 
 
-def conflicts(pending: Pending, item: ir.Item) -> bool:
-    """Whether ``item`` may touch memory that another thread touched since the last sync."""
+NONE, BAR, GRID = 0, 1, 2  # what orders an item after the pending accesses: nothing, a block barrier, a grid sync
+
+
+def conflicts(pending: Pending, item: ir.Item) -> int:
+    """What ``item`` needs before it: ``GRID`` if it may touch memory that another block touched since the last
+    sync, ``BAR`` if its only conflicts are with items that every block ran for itself (EACH), else ``NONE``."""
+    need = NONE
     for name, mode, executor, block, sub in pending:
         if name not in item.reads and name not in item.writes:
             continue
@@ -58,8 +68,14 @@ def conflicts(pending: Pending, item: ir.Item) -> bool:
         mine = _item_regions(item, name)
         if sub is not None and mine and all(_disjoint(sub, other) for m, other in mine if m == "W" or mode == "W"):
             continue  # e.g. a put reading the edge rows, a wait writing the halo ring
-        return True
-    return False
+        if executor != Executor.EACH:
+            return GRID
+        need = BAR
+    return need
+
+
+def _after_bar(pending: Pending) -> Pending:
+    return frozenset(p for p in pending if p[2] != Executor.EACH)
 
 
 def _flow(node, pending: Pending) -> Pending:
@@ -68,9 +84,13 @@ def _flow(node, pending: Pending) -> Pending:
     if isinstance(node, ir.Item):
         if not node.reads and not node.writes:
             return pending
-        if node.sync_before or conflicts(pending, node):
+        need = conflicts(pending, node)
+        if node.sync_before or need == GRID:
             node.sync_before = True
             pending = frozenset()
+        elif node.bar_before or need == BAR:
+            node.bar_before = True
+            pending = _after_bar(pending)
         return pending | _accesses(node)
     if isinstance(node, ir.Seq):
         for child in node.children:
@@ -82,11 +102,14 @@ def _flow(node, pending: Pending) -> Pending:
         # A sync that the first item of some branch needs goes before the branch: then the other
         # branches (and the path through none, e.g. a put skipped at a domain edge) start clean too.
         firsts = [next(iter(ir.items(body)), None) for body in node.bodies]
-        if node.conds and node.conds[0] is not None and any(
-            f is not None and (f.reads or f.writes) and conflicts(pending, f) for f in firsts
-        ):
-            node.conds[0].sync_before = True
-            pending = frozenset()
+        if node.conds and node.conds[0] is not None:
+            need = max((conflicts(pending, f) for f in firsts if f is not None and (f.reads or f.writes)), default=NONE)
+            if need == GRID:
+                node.conds[0].sync_before = True
+                pending = frozenset()
+            elif need == BAR:
+                node.conds[0].bar_before = True
+                pending = _after_bar(pending)
         out = frozenset()
         has_else = False
         for cond, body in zip(node.conds, node.bodies):
@@ -143,7 +166,31 @@ def _flow_graph(graph: ir.Graph, pending: Pending) -> Pending:
     return out
 
 
+def _unprintable_bars(node):
+    """Items whose ``bar_before`` the printer cannot honour: a loop's init, condition and update (printed
+    inside the ``for`` header) and the conditions and assignments on an unstructured region's edges."""
+    if isinstance(node, ir.Seq):
+        for child in node.children:
+            yield from _unprintable_bars(child)
+    elif isinstance(node, ir.Loop):
+        yield from (part for part in (node.init, node.cond, node.update) if part is not None)
+        yield from _unprintable_bars(node.body)
+    elif isinstance(node, ir.Branch):
+        for body in node.bodies:
+            yield from _unprintable_bars(body)
+    elif isinstance(node, ir.Graph):
+        for block in node.blocks:
+            yield from _unprintable_bars(block)
+        for edge in node.edges:
+            yield from (part for part in (edge.cond, edge.assign) if part is not None)
+
+
 def place_grid_syncs(root: ir.Seq) -> int:
-    """Marks the items that need a grid synchronisation before them; returns how many."""
+    """Marks the items that need a grid synchronisation (or a block barrier) before them; returns how many
+    grid synchronisations."""
     _flow(root, frozenset())
+    for item in _unprintable_bars(root):
+        for part in ir.items(item):
+            if part.bar_before:
+                part.sync_before = True  # a grid sync orders all that a barrier would
     return sum(1 for item in ir.items(root) if item.sync_before)

@@ -12,7 +12,8 @@ sets ``flag`` there to ``signal`` once the data has arrived. Expansions (one per
   ``nvshmemx_putmem_nbi_warp`` per row; each block quiets its rows, the last one to finish sets the flag;
 - NVSHMEM on one node (``NVSHMEM_P2P``): the kernel's own stores through ``nvshmem_ptr``
   (``cpufree::shmem::p2p``), every layout alike: the put's elements are dealt out over the blocks of its
-  lane (at least one element per thread, as many blocks as that allows), each thread loads a batch before it
+  lane (at least ``CPUFREE_P2P_PER_THREAD`` elements per thread, default 1, as many blocks as that allows;
+  ``p2p::blocks_for``), each thread loads a batch before it
   stores it (``p2p::copy``); each block's thread 0 fences (the quiet) and the last block to finish sets the
   flag with a release store. The block does not wait for its thread 0 to get through the fence: a store that
   has been issued has read its source, so the block may go on (and overwrite the source) at once;
@@ -151,8 +152,7 @@ def _direct_stores(node, layout: PutLayout, api: ShmemAPI, pe: str) -> list[str]
         at = layout.decode("__k", len(layout.dims)) + ["__s = __so; __d = __do;"]
     lines = [
         f"const {INDEX_T} __n = {cexpr(layout.count)};",
-        f"const unsigned int __use = (unsigned int)cpufree::min_<{INDEX_T}>(__parts, "
-        f"cpufree::max_<{INDEX_T}>(1, (__n + blockDim.x - 1) / blockDim.x));",
+        "const unsigned int __use = cpufree::shmem::p2p::blocks_for(__n, __parts);",
         "if (__part < __use) {",
         f"    cpufree::shmem::p2p::copy(cpufree::shmem::p2p::peer(_dest, {pe}), _src, "
         "__n * __part / __use + threadIdx.x, __n * (__part + 1) / __use, blockDim.x,",

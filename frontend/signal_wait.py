@@ -1,9 +1,10 @@
 """The ``SignalWait`` library node: wait until a local flag reaches a value.
 
-``SignalWait(flag, signal)`` blocks one thread of the grid until ``flag >= signal``. It is the point at
-which the data that remote puts signalled on ``flag`` has arrived, so the communication passes give
-it a write edge to every region that those puts write (``_guard<k>``, the flag's *guarded regions*):
-consumers of a received halo are then ordered after the wait by the kernel generator's usual
+``SignalWait(flag, signal)`` blocks one thread of every thread block until ``flag >= signal``: each block
+waits for itself, so the consumers of what it guards need a block barrier, not a grid synchronisation. It
+is the point at which the data that remote puts signalled on ``flag`` has arrived, so the communication
+passes give it a write edge to every region that those puts write (``_guard<k>``, the flag's *guarded
+regions*): consumers of a received halo are then ordered after the wait by the kernel generator's usual
 read-after-write analysis, and nothing else needs to know about remote writes.
 
 Debugging hangs: built with ``-DCPUFREE_WAIT_TIMEOUT_NS=<ns>`` (``DACE_CPUFREE_WAIT_TIMEOUT_MS`` in the
@@ -52,7 +53,7 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
         outputs,
         wait_code(node, state, api),
         language=dace.Language.CPP,
-        location=location("thread", node.block),
+        location=location("each", node.block),
     )
 
 
@@ -99,7 +100,7 @@ class SignalWait(nodes.LibraryNode):
     default_implementation = "NVSHMEM"
 
     signal = SymbolicProperty(default=0, desc="value to wait for (an expression); unused with _signal")
-    block = Property(dtype=int, default=0, desc="thread block (modulo the grid) whose thread 0 waits")
+    block = Property(dtype=int, default=0, desc="warp (modulo the block) whose thread 0 waits, in every block")
     guards = ListProperty(element_type=str, default=[], desc="regions written by the puts that signal the flag")
     prepared = Property(dtype=bool, default=False, desc="placed in a persistent kernel by PrepareCommunication")
 

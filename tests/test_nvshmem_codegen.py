@@ -106,8 +106,9 @@ def test_concurrent_puts_run_on_different_blocks_block_cooperatively():
     assert sorted(int(t.location["cpufree_block"]) for t in puts) == [0, 1, 2, 3]
     assert {t.location["cpufree_executor"] for t in puts} == {"block"}
     assert {t.location["cpufree_remote"] for t in puts} == {"_dest,_flag"}
-    assert [int(t.location["cpufree_block"]) for t in waits] == [0, 0, 0, 0]  # one thread waits for all
-    assert {t.location["cpufree_executor"] for t in waits} == {"thread"}
+    # every block waits for itself, the four waits on four warps of it (their polls overlap)
+    assert [int(t.location["cpufree_block"]) for t in waits] == [0, 1, 2, 3]
+    assert {t.location["cpufree_executor"] for t in waits} == {"each"}
     kernel = _kernel(sp.concurrent)
     assert kernel.count("nvshmemx_putmem_signal_nbi_block(") == 2  # the two rows
     assert kernel.count("nvshmem_double_iput(") == 2  # the two columns
@@ -304,17 +305,61 @@ def test_plane_rows_are_warp_puts_shared_by_the_blocks_of_a_lane():
 
 @pytest.mark.parametrize(
     "program, syncs",
-    [("jacobi_2d.plain", 4), ("jacobi_2d.overlapped", 7), ("jacobi_3d.plain", 4), ("jacobi_3d.overlapped", 7)],
+    [("jacobi_2d.plain", 2), ("jacobi_2d.overlapped", 5), ("jacobi_3d.plain", 2), ("jacobi_3d.overlapped", 5)],
 )
 def test_grid_syncs_per_step_with_sizes_compiled_in(program, syncs):
-    """Per half-step: plain = after the stencil (puts read it) and after the waits (the next stencil reads
-    the halo); overlapped adds one before the unpacking; + the barrier after the buffer initialisation.
-    Halo rows, edge lines and the interior are told apart by their regions (no sync between them)."""
+    """Per half-step: plain = after the stencil (the puts read it); overlapped = after the edge lines (the
+    puts read them) and after the unpacking (the next edge lines read the halo ring); + the barrier after the
+    buffer initialisation. Every block waits for itself, so what reads the halo after the waits needs a block
+    barrier only. Halo rows, edge lines and the interior are told apart by their regions (no sync between
+    them)."""
     from npbench_runs.multigpu import PROGRAMS
 
     name, form = program.split(".")
     sizes = dict(LX=66, LY=34, PY=2) if name == "jacobi_2d" else dict(LX=34, N=34)
     assert _jacobi(getattr(PROGRAMS[name], form), **sizes).grid_syncs == syncs
+
+
+def test_every_block_waits_for_itself_and_the_unpacking_needs_only_a_block_barrier():
+    """The overlapped form: the four waits on warps 0-3 of every block; between the last wait and the first
+    unpacking a block barrier, no grid sync (each block saw the flags itself); the grid sync after the
+    unpacking stays (the next edge lines read the halo ring that other blocks wrote)."""
+    from npbench_runs.multigpu import jacobi_2d
+
+    src = dace_cpufree.kernel_source(jacobi_2d.overlapped, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
+    kernel = src.code[: src.code.index("// ---- host launcher")]
+    for warp in range(4):
+        assert kernel.count(f"if (threadIdx.x == ({warp}u * warpSize) % blockDim.x) {{") == 2
+    assert kernel.count("if (blockIdx.x == 0 % gridDim.x && threadIdx.x == 0) {") == 1  # the PE barrier alone
+    last_wait = kernel.index("cpufree::shmem::p2p::wait_until_ge(_flag, (uint64_t)(t));", kernel.index('"flags[3]"'))
+    unpack = kernel.index("// copy hn -> B", last_wait)
+    between = kernel[last_wait:unpack]
+    assert between.count("__syncthreads();") == 1 and "__grid.sync();" not in between
+    after = kernel[unpack : kernel.index("// map", unpack)]
+    assert after.count("__grid.sync();") == 1  # before the next edge lines
+    assert ("tasklet signal_wait", "warp 3 of every block, for its own block", False) in src.steps
+
+
+def test_block_barrier_only_for_what_each_block_did_itself():
+    """The analysis on a hand-built IR: a reader of what an EACH item wrote gets a block barrier, one that also
+    reads a grid item's write gets a grid sync, and a barrier that a loop header would need becomes a grid sync."""
+    from dace_cpufree.codegen import ir
+    from dace_cpufree.codegen.syncs import place_grid_syncs
+
+    def item(label, executor, reads=(), writes=()):
+        return ir.Item(label, [], frozenset(reads), frozenset(writes), executor)
+
+    wait = item("wait", ir.Executor.EACH, ["flags"], ["halo"])
+    unpack = item("unpack", ir.Executor.GRID, ["halo"], ["B"])
+    stencil = item("stencil", ir.Executor.GRID, ["B"], ["A"])
+    assert place_grid_syncs(ir.Seq([wait, unpack, stencil])) == 1
+    assert unpack.bar_before and not unpack.sync_before
+    assert stencil.sync_before  # B was written by all blocks
+    cond = item("t < T", ir.Executor.EVERY, ["halo"])
+    wait2 = item("wait", ir.Executor.EACH, ["flags"], ["halo"])
+    loop = ir.Loop("loop", None, cond, None, ir.Seq([wait2]))
+    place_grid_syncs(ir.Seq([loop]))
+    assert cond.sync_before  # the condition is printed in the loop header: no room for a barrier
 
 
 def test_direct_store_transport_writes_through_peer_pointers():

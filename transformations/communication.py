@@ -5,7 +5,7 @@ Runs before :class:`FusePersistentKernel`, on the program's ``Putmem``/``SignalW
 1. placement: a node inside a map (every thread would call it) is an error;
 2. symmetric heap: the containers they touch become ``CPUFree_Symmetric`` (:mod:`.symmetric`);
 3. concurrency: consecutive puts (no other work between them) get blocks 0, 1, 2, ... so that each is
-   issued by a different thread block at the same time, block-cooperatively; waits run on block 0;
+   issued by a different thread block at the same time, block-cooperatively; every block waits for itself;
 4. relaxed ordering: a put is non-blocking (``_nbi``) unless a later write to its source can come
    before a completion point. Completion points are the end of the kernel (the launcher quiets and
    synchronises the PEs after it) and a ``SignalWait``: there a ``quiet`` by the put's own block is
@@ -71,14 +71,16 @@ def check_placement(sdfg: dace.SDFG) -> None:
 
 
 def assign_blocks(sdfg: dace.SDFG) -> None:
-    """Consecutive puts run on different blocks, hence concurrently; every wait on block 0. A run of
-    ``k`` puts gets lanes 0..k-1 (``Putmem.block``) and ``Putmem.lanes = k``: a put spread over blocks
-    takes every ``k``-th block of the grid from its lane on.
+    """Consecutive puts run on different blocks, hence concurrently. A run of ``k`` puts gets lanes 0..k-1
+    (``Putmem.block``) and ``Putmem.lanes = k``: a put spread over blocks takes every ``k``-th block of the
+    grid from its lane on.
 
-    Waiting in parallel gains nothing (a run of waits ends when the last flag arrives), and one thread
-    that waits for all flags in program order needs no grid synchronisation between the waits.
+    Every block waits for itself (executor ``"each"``), so that what the waits guard needs a block barrier
+    before it, not a grid synchronisation; consecutive waits get warps 0, 1, 2, ... (``SignalWait.block``),
+    so that a block's polls of already-set flags overlap instead of following one another.
     """
     run: list[Putmem] = []
+    waits = 0
 
     def close():
         for put in run:
@@ -92,10 +94,14 @@ def assign_blocks(sdfg: dace.SDFG) -> None:
             if isinstance(node, Putmem):
                 node.block = len(run)
                 run.append(node)
+                waits = 0
             else:
                 close()
                 if isinstance(node, SignalWait):
-                    node.block = 0
+                    node.block = waits
+                    waits += 1
+                else:
+                    waits = 0
     close()
 
 

@@ -78,6 +78,7 @@ __device__ inline void wait_or_trap(uint64_t *flag, uint64_t expected, const cha
 // for the next round). The caller's quiet before the count is the release (its puts are complete), the
 // fence after it the acquire: every block's completed puts happen before the last one's signal.
 __device__ inline bool last_of(unsigned int *counter, unsigned int n) {
+    if (n == 1) return true;  // one block did it all: its own quiet is the whole completion
     const bool last = atomicInc(counter, n - 1) == n - 1;
     if (last) __threadfence_system();
     return last;
@@ -106,6 +107,16 @@ template <typename T> __device__ inline T *peer(T *symmetric, int pe) {
     T *p = (T *)nvshmem_ptr((const void *)symmetric, pe);
     if (p == nullptr) unreachable(pe);
     return p;
+}
+
+// How many of the `parts` blocks of a lane share a put of `n` elements: at least CPUFREE_P2P_PER_THREAD
+// elements per thread (fewer blocks: fewer fences and arrivals to count; one block: no count at all).
+#ifndef CPUFREE_P2P_PER_THREAD
+#define CPUFREE_P2P_PER_THREAD 1
+#endif
+__device__ inline unsigned int blocks_for(long long n, unsigned int parts) {
+    const long long per_block = (long long)CPUFREE_P2P_PER_THREAD * blockDim.x;
+    return (unsigned int)min_<long long>(parts, max_<long long>(1, (n + per_block - 1) / per_block));
 }
 
 // One thread waits until the local flag is at least `value` (acquire: the data put before the flag's

@@ -10,7 +10,7 @@ import pytest
 import shmem_programs as sp
 from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.transformations import PrepareCommunication
-from dace_cpufree.transformations.communication import relax_ordering
+from dace_cpufree.transformations.communication import mark_hidden, relax_ordering
 from dace_cpufree.transformations.symmetric import SYMMETRIC_STORAGE
 
 import dace_cpufree
@@ -340,6 +340,23 @@ def test_every_block_waits_for_itself_and_the_unpacking_needs_only_a_block_barri
     assert ("tasklet signal_wait", "warp 3 of every block, for its own block", False) in src.steps
 
 
+def test_puts_hidden_by_later_work_take_fewer_blocks():
+    """The overlapped form computes the inner cells between its puts and its waits: the puts are hidden, and
+    their elements are dealt out 4 per thread (fewer blocks pay a fence); the plain form waits right after."""
+    from npbench_runs.multigpu import PROGRAMS
+
+    for name in ("jacobi_2d", "jacobi_3d"):
+        for form, hidden in (("plain", False), ("overlapped", True)):
+            sdfg = getattr(PROGRAMS[name], form).to_sdfg(simplify=True)
+            mark_hidden(sdfg)
+            puts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]
+            assert puts and {p.hidden for p in puts} == {hidden}, (name, form)
+    code = dace_cpufree.generate_code(
+        PROGRAMS["jacobi_2d"].overlapped, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p"
+    )
+    assert code.count("blocks_for(__n, __parts, CPUFREE_P2P_PER_THREAD_HIDDEN);") == 8
+
+
 def test_block_barrier_only_for_what_each_block_did_itself():
     """The analysis on a hand-built IR: a reader of what an EACH item wrote gets a block barrier, one that also
     reads a grid item's write gets a grid sync, and a barrier that a loop header would need becomes a grid sync."""
@@ -377,6 +394,8 @@ def test_direct_store_transport_writes_through_peer_pointers():
     assert kernel.count("const long long __n = 64;") == 4  # columns of 64
     # elements dealt out: part p of the blocks taking part copies [n p / use, n (p + 1) / use), a thread each
     assert kernel.count("_src, __n * __part / __use + threadIdx.x, __n * (__part + 1) / __use, blockDim.x,") == 8
+    # the waits follow the puts: spread as wide as one element per thread allows
+    assert kernel.count("__use = cpufree::shmem::p2p::blocks_for(__n, __parts, CPUFREE_P2P_PER_THREAD);") == 8
     assert kernel.count("__s = __k; __d = __k;") == 4  # north/south rows: dense on both ends
     assert kernel.count("__so += __i * (34); __do += __i * (34);") == 4  # east/west columns: the row stride
     assert kernel.count("cpufree::shmem::p2p::quiet();") == 8  # each block's own; no quiet tasklet after

@@ -6,6 +6,7 @@ Runs before :class:`FusePersistentKernel`, on the program's ``Putmem``/``SignalW
 2. symmetric heap: the containers they touch become ``CPUFree_Symmetric`` (:mod:`.symmetric`);
 3. concurrency: consecutive puts (no other work between them) get blocks 0, 1, 2, ... so that each is
    issued by a different thread block at the same time, block-cooperatively; every block waits for itself;
+   a put followed by other work before its wait is ``hidden`` (its latency is covered: fewer blocks issue it);
 4. relaxed ordering: a put is non-blocking (``_nbi``) unless a later write to its source can come
    before a completion point. Completion points are the end of the kernel (the launcher quiets and
    synchronises the PEs after it) and a ``SignalWait``: there a ``quiet`` by the put's own block is
@@ -150,6 +151,25 @@ def _quiet_point(put_state, wait_state, src):
     return region, block
 
 
+def mark_hidden(sdfg: dace.SDFG) -> None:
+    """A put is ``hidden`` when other work (a map, a copy, a tasklet) comes after it before the next wait:
+    that work covers its latency, so the put should hold up as few blocks as it can (see
+    :func:`~dace_cpufree.frontend.putmem._direct_stores`)."""
+    for put, state in [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]:
+        put.hidden = False
+        for other_state, node in nodes_after(sdfg, state, put):
+            if isinstance(node, SignalWait):
+                break
+            if isinstance(node, (nodes.MapEntry, nodes.Tasklet, nodes.LibraryNode)) and not isinstance(node, Putmem):
+                put.hidden = True
+                break
+            if isinstance(node, nodes.AccessNode) and any(
+                isinstance(e.src, nodes.AccessNode) for e in other_state.in_edges(node)
+            ):
+                put.hidden = True  # a copy
+                break
+
+
 def relax_ordering(sdfg: dace.SDFG) -> list[tuple]:
     """Chooses blocking or ``_nbi`` per put; returns ``(put, put state, (region, block))`` needing a quiet
     after ``block``."""
@@ -280,6 +300,7 @@ class PrepareCommunication(ppl.Pass):
         check_placement(sdfg)
         PlaceOnSymmetricHeap().apply_pass(sdfg, {})
         assign_blocks(sdfg)
+        mark_hidden(sdfg)
         quiets = relax_ordering(sdfg)
         if APIS[self._implementation].direct:
             # Direct stores need no later quiet: a store that has been issued has read its source, and each

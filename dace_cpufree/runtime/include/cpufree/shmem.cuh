@@ -109,13 +109,17 @@ template <typename T> __device__ inline T *peer(T *symmetric, int pe) {
     return p;
 }
 
-// How many of the `parts` blocks of a lane share a put of `n` elements: at least CPUFREE_P2P_PER_THREAD
-// elements per thread (fewer blocks: fewer fences and arrivals to count; one block: no count at all).
+// How many of the `parts` blocks of a lane share a put of `n` elements: at least `per_thread` elements per
+// thread. A put on the critical path (a wait follows it) is spread wide; one that later work hides is done by
+// fewer blocks (fewer fences and arrivals to count, none for one block): their delay holds up the grid.
 #ifndef CPUFREE_P2P_PER_THREAD
 #define CPUFREE_P2P_PER_THREAD 1
 #endif
-__device__ inline unsigned int blocks_for(long long n, unsigned int parts) {
-    const long long per_block = (long long)CPUFREE_P2P_PER_THREAD * blockDim.x;
+#ifndef CPUFREE_P2P_PER_THREAD_HIDDEN
+#define CPUFREE_P2P_PER_THREAD_HIDDEN 4
+#endif
+__device__ inline unsigned int blocks_for(long long n, unsigned int parts, int per_thread) {
+    const long long per_block = (long long)per_thread * blockDim.x;
     return (unsigned int)min_<long long>(parts, max_<long long>(1, (n + per_block - 1) / per_block));
 }
 

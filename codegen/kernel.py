@@ -15,7 +15,6 @@ from .expressions import kernel_symbols
 from .host import HOST_TEMPLATE, workspace_code
 from .lower import lower_sdfg
 from .rows import fuse_rows
-from .stagger import stagger
 from .syncs import place_grid_syncs
 
 KERNEL_TEMPLATE = """\
@@ -187,8 +186,6 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
         i.executor in (ir.Executor.BLOCK, ir.Executor.BLOCKS, ir.Executor.THREAD, ir.Executor.EACH)
         for i in ir.items(root)
     )
-    if communicates and os.environ.get("DACE_CPUFREE_STAGGER", "1") != "0":
-        stagger(root)
     body = Printer(communicates and os.environ.get("DACE_CPUFREE_INLINE_STEPS", "0") != "1").node(root, 1)
     body = pass_pointers(body, {a.name: a.decl for a in args if a.kind in ("array", "workspace")})
     code = KERNEL_TEMPLATE.format(

@@ -357,28 +357,6 @@ def test_puts_hidden_by_later_work_take_fewer_blocks():
     assert code.count("blocks_for(__n, __parts, CPUFREE_P2P_PER_THREAD_HIDDEN);") == 8
 
 
-def test_small_steps_between_two_grid_syncs_run_on_different_threads(monkeypatch):
-    """The overlapped form's four unpacking copies (a halo line each) follow the inner cells with no grid sync
-    between them: each starts at the thread where the steps before it ended, so they run side by side instead of
-    one after another on the first threads. DACE_CPUFREE_STAGGER=0 leaves every loop at thread 0."""
-    from npbench_runs.multigpu import jacobi_2d
-
-    def kernel():
-        code = dace_cpufree.generate_code(jacobi_2d.overlapped, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
-        return code[: code.index("// ---- host launcher")]
-
-    inner = "((cpufree::max_<long long>(0, 62)) * (cpufree::max_<long long>(0, 30)))"
-    text = kernel()
-    sizes = {"hn": 32, "hs": 32, "hw": 64, "he": 64}  # rows of the 64 x 32 interior, then columns
-    for k, name in enumerate(sizes):
-        offset = " + ".join([inner] + [f"({n})" for n in list(sizes.values())[:k]])
-        at = text.index(f"// copy {name} -> B")
-        loop = f"for (long long __f = cpufree::rotate(__tid, (long long)({offset}), __nthreads); __f < {sizes[name]};"
-        assert loop in text[at : at + 600], name
-    monkeypatch.setenv("DACE_CPUFREE_STAGGER", "0")
-    assert "cpufree::rotate" not in kernel()
-
-
 def test_block_barrier_only_for_what_each_block_did_itself():
     """The analysis on a hand-built IR: a reader of what an EACH item wrote gets a block barrier, one that also
     reads a grid item's write gets a grid sync, and a barrier that a loop header would need becomes a grid sync."""

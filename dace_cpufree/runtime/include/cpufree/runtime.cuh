@@ -59,11 +59,6 @@ namespace cpufree {
 template <typename T> __host__ __device__ inline T min_(T a, T b) { return a < b ? a : b; }
 template <typename T> __host__ __device__ inline T max_(T a, T b) { return a > b ? a : b; }
 
-// The first element of thread `tid` in a grid-stride loop whose element 0 goes to thread `off` (modulo the
-// `n` threads): small steps with no grid sync between them start where the one before ended, so that they
-// run on different threads at the same time (codegen/stagger.py).
-__device__ inline long long rotate(long long tid, long long off, long long n) { return (tid + n - off % n) % n; }
-
 
 // Reduction operators of write-conflict resolution (DaCe's WCR), by kind.
 enum class Op { Sum, Product, Min, Max, Custom };

@@ -12,11 +12,11 @@ sets ``flag`` there to ``signal`` once the data has arrived. Expansions (one per
   ``nvshmemx_putmem_nbi_warp`` per row; each block quiets its rows, the last one to finish sets the flag;
 - NVSHMEM on one node (``NVSHMEM_P2P``): the kernel's own stores through ``nvshmem_ptr``
   (``cpufree::shmem::p2p``), every layout alike: the put's elements are dealt out over the blocks of its
-  lane (at least ``CPUFREE_P2P_PER_THREAD`` elements per thread, default 1, as many blocks as that allows;
-  ``p2p::blocks_for``), each thread loads a batch before it
-  stores it (``p2p::copy``); each block's thread 0 fences (the quiet) and the last block to finish sets the
-  flag with a release store. The block does not wait for its thread 0 to get through the fence: a store that
-  has been issued has read its source, so the block may go on (and overwrite the source) at once;
+  lane (as many blocks as allow 1 element per thread when a wait follows the put, 4 when later work hides it:
+  ``p2p::blocks_for``), each thread loads a batch before it stores it (``p2p::copy``); each block's thread 0
+  fences (the quiet) and the last block to finish sets the flag with a release store. The block does not
+  wait for its thread 0 to get through the fence: a store that has been issued has read its source, so the
+  block may go on (and overwrite the source) at once;
 - ROC_SHMEM: ``rocshmem_putmem[_signal][_nbi]_wg``; strided ends as element puts ``rocshmem_<T>_p``,
   then ``rocshmem_quiet()`` and ``rocshmem_uint64_atomic_set`` for the signal; dense rows as above with
   ``rocshmem_putmem_nbi_wave``.

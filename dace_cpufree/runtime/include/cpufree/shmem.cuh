@@ -45,14 +45,17 @@ __device__ inline unsigned long long now_ns() {
 #endif
 }
 
-// The debug form of SignalWait: polls the flag and, after `timeout_ns`, reports and traps.
+// The debug form of SignalWait: polls the flag and, after `timeout_ns`, reports and traps. Every block waits
+// for itself, so the first block to time out reports (once per kernel) and traps; the others go on polling
+// until the trap ends the kernel, rather than trapping before the report is printed.
 __device__ inline void wait_or_trap(uint64_t *flag, uint64_t expected, const char *name,
                                     unsigned long long timeout_ns) {
+    static unsigned int reported = 0;
     const unsigned long long start = now_ns();
     while (true) {
         const uint64_t value = *(volatile uint64_t *)flag;
         if (value >= expected) break;
-        if (now_ns() - start > timeout_ns) {
+        if (now_ns() - start > timeout_ns && atomicExch(&reported, 1u) == 0u) {
 #if defined(CPUFREE_SHMEM_ROC)
             const int pe = rocshmem_my_pe();
 #else

@@ -39,7 +39,7 @@ class Item:
     sync_before: bool = False
     bar_before: bool = False  # a block barrier before it (an EACH item's effect is needed; no grid sync is)
     strategy: str = ""  # how the work is mapped to threads, for `dace-cpufree inspect`
-    block: int = 0  # the block (modulo the grid) that runs a BLOCK or THREAD item; the leader's is 0
+    block: int = 0  # the block (modulo the grid) that runs a BLOCK or THREAD item (EACH: the warp); the leader's is 0
     regions: tuple = ()  # (container, "R"/"W", subset) of a BLOCK/THREAD item: finer than reads/writes
     row: object = None  # how a map step can run row by row (``rows.RowCandidate``), for tile-local fusion
 

@@ -74,8 +74,16 @@ def conflicts(pending: Pending, item: ir.Item) -> int:
     return need
 
 
-def _after_bar(pending: Pending) -> Pending:
-    return frozenset(p for p in pending if p[2] != Executor.EACH)
+def _order(item: ir.Item, need: int, pending: Pending) -> Pending:
+    """Marks ``need`` (a grid sync or a block barrier) before ``item``; returns what stays pending after it: a
+    barrier retires the accesses of EACH items (``executor`` is the third field), a grid sync all of them."""
+    if need == GRID:
+        item.sync_before = True
+        return frozenset()
+    if need == BAR:
+        item.bar_before = True
+        return frozenset(p for p in pending if p[2] != Executor.EACH)
+    return pending
 
 
 def _flow(node, pending: Pending) -> Pending:
@@ -84,14 +92,8 @@ def _flow(node, pending: Pending) -> Pending:
     if isinstance(node, ir.Item):
         if not node.reads and not node.writes:
             return pending
-        need = conflicts(pending, node)
-        if node.sync_before or need == GRID:
-            node.sync_before = True
-            pending = frozenset()
-        elif node.bar_before or need == BAR:
-            node.bar_before = True
-            pending = _after_bar(pending)
-        return pending | _accesses(node)
+        marked = GRID if node.sync_before else BAR if node.bar_before else NONE  # from an earlier iteration
+        return _order(node, max(marked, conflicts(pending, node)), pending) | _accesses(node)
     if isinstance(node, ir.Seq):
         for child in node.children:
             pending = _flow(child, pending)
@@ -104,12 +106,7 @@ def _flow(node, pending: Pending) -> Pending:
         firsts = [next(iter(ir.items(body)), None) for body in node.bodies]
         if node.conds and node.conds[0] is not None:
             need = max((conflicts(pending, f) for f in firsts if f is not None and (f.reads or f.writes)), default=NONE)
-            if need == GRID:
-                node.conds[0].sync_before = True
-                pending = frozenset()
-            elif need == BAR:
-                node.conds[0].bar_before = True
-                pending = _after_bar(pending)
+            pending = _order(node.conds[0], need, pending)
         out = frozenset()
         has_else = False
         for cond, body in zip(node.conds, node.bodies):
@@ -190,7 +187,6 @@ def place_grid_syncs(root: ir.Seq) -> int:
     grid synchronisations."""
     _flow(root, frozenset())
     for item in _unprintable_bars(root):
-        for part in ir.items(item):
-            if part.bar_before:
-                part.sync_before = True  # a grid sync orders all that a barrier would
+        if item.bar_before:
+            item.sync_before = True  # a grid sync orders all that a barrier would
     return sum(1 for item in ir.items(root) if item.sync_before)

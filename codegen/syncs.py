@@ -42,9 +42,32 @@ def _disjoint(a, b) -> bool:
     if a is None or b is None:
         return False
     try:
-        return dace.subsets.intersects(a, b) is False
-    except (TypeError, ValueError, NotImplementedError):
+        if dace.subsets.intersects(a, b) is False:
+            return True
+        ranges = list(zip(a.ndrange(), b.ndrange()))
+    except (TypeError, ValueError, NotImplementedError, AttributeError):
         return False
+    return len(a) == len(b) and any(_apart(r, q) for r, q in ranges)
+
+
+_ENUMERATED = 4096  # most elements of a strided range that _apart lists one by one
+
+
+def _apart(r, q) -> bool:
+    """Whether two ranges ``(lo, hi, step)`` of one dimension share no index, when their bounds are numbers.
+    DaCe's ``intersects`` does not decide strided ranges (the two opposite edge rows of a stencil as one
+    step, ``1:LX-1:LX-3``, against the columns between them)."""
+    try:
+        (lo1, hi1, s1), (lo2, hi2, s2) = ([int(v) for v in x] for x in (r, q))
+    except TypeError:
+        return False
+    if max(lo1, lo2) > min(hi1, hi2):
+        return True
+    if (hi1 - lo1) // s1 > (hi2 - lo2) // s2:
+        (lo1, hi1, s1), (lo2, hi2, s2) = (lo2, hi2, s2), (lo1, hi1, s1)
+    if (hi1 - lo1) // s1 >= _ENUMERATED:
+        return False
+    return not any(lo2 <= x <= hi2 and (x - lo2) % s2 == 0 for x in range(lo1, hi1 + 1, s1))
 
 
 def _item_regions(item: ir.Item, name: str) -> list:

@@ -2,7 +2,8 @@
 
 Runs before :class:`FusePersistentKernel`, on the program's ``Putmem``/``SignalWait`` nodes:
 
-1. placement: a node inside a map (every thread would call it) is an error;
+1. placement: a node inside a map (every thread would call it) is an error; a map followed by puts of its
+   edge cells is split so that the puts go out before its interior is computed (:mod:`.early_puts`);
 2. symmetric heap: the containers they touch become ``CPUFree_Symmetric`` (:mod:`.symmetric`);
 3. concurrency: consecutive puts (no other work between them) get blocks 0, 1, 2, ... so that each is
    issued by a different thread block at the same time, block-cooperatively; every block waits for itself;
@@ -39,6 +40,7 @@ from dace_cpufree.frontend.shmem_api import APIS, TRANSPORTS, implementation, tr
 
 from dace_cpufree.errors import NotPersistableError
 
+from .early_puts import SplitForEarlyPuts, enabled_by_default
 from .program_order import linear_states, nodes_after
 from .symmetric import PlaceOnSymmetricHeap
 
@@ -280,9 +282,17 @@ class PrepareCommunication(ppl.Pass):
         "'auto' (p2p unless the launcher placed the ranks on several nodes)",
         category="General",
     )
+    early_puts = Property(
+        dtype=bool,
+        default=True,
+        desc="Split a map followed by puts of its edge cells: edges, puts, then the interior (SplitForEarlyPuts); "
+        "default from DACE_CPUFREE_EARLY_PUTS (0: off)",
+        category="General",
+    )
 
-    def __init__(self, backend: str = "cuda", transport: str | None = None):
+    def __init__(self, backend: str = "cuda", transport: str | None = None, early_puts: bool | None = None):
         super().__init__()
+        self.early_puts = enabled_by_default() if early_puts is None else early_puts
         self.transport = transport_choice(transport)
         self._implementation = implementation(backend, self.transport)  # raises on an unknown backend
         self.backend = backend
@@ -298,6 +308,9 @@ class PrepareCommunication(ppl.Pass):
         if not found:
             return None
         check_placement(sdfg)
+        if self.early_puts:
+            SplitForEarlyPuts().apply_pass(sdfg, {})
+            found = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, _COMM)]
         PlaceOnSymmetricHeap().apply_pass(sdfg, {})
         assign_blocks(sdfg)
         mark_hidden(sdfg)

@@ -1,0 +1,273 @@
+"""SplitForEarlyPuts: computes what the puts send first, issues the puts, then computes the rest.
+
+In the plain form of a halo exchange (``B[1:-1] = f(A)``, then ``Putmem`` of B's edge cells, then the
+waits) every put waits for the whole map and for the grid synchronisation after it: the transfer is on
+the critical path. This pass splits such a map by the regions its puts read: the faces of the map's
+iteration space that produce those regions run first (one state each), the puts follow, and the rest
+of the map (the interior) runs after the puts, while the data travels, before the waits. It is what an
+overlapped form does by hand, but without halo buffers and their unpacking.
+
+Safety. The pieces write disjoint parts of the map's output, so the puts read exactly what the map
+would have written. Moving the interior past the puts changes two orders:
+
+- on this PE, the interior runs after the puts: the puts read only the faces, and the interior neither
+  writes what the puts read nor anything they write;
+- across PEs, a neighbour now receives the flag before this PE has computed its interior, so the
+  neighbour may already send its next data while the interior still runs. Remote puts land only in
+  the destination regions of the program's puts (every PE runs the same program), so the interior
+  must not read or write any of them. Where that cannot be shown (an intersection that DaCe cannot
+  decide), the map is left whole.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+import dace
+import sympy
+from dace import subsets
+from dace.properties import Property, make_properties
+from dace.sdfg import nodes, propagation
+from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
+from dace.transformation import pass_pipeline as ppl
+from dace.transformation.passes import FullMapFusion
+from dace_cpufree.frontend import Putmem
+
+ENV = "DACE_CPUFREE_EARLY_PUTS"
+
+
+def enabled_by_default() -> bool:
+    """On unless ``DACE_CPUFREE_EARLY_PUTS=0`` (for comparisons)."""
+    return os.environ.get(ENV, "1") != "0"
+
+
+def _puts_of(block) -> list[tuple[Putmem, dace.SDFGState]] | None:
+    """The puts in ``block`` when it holds nothing else (a state, or a conditional of such states)."""
+    states = [block] if isinstance(block, dace.SDFGState) else None
+    if isinstance(block, ConditionalBlock):
+        states = []
+        for _, body in block.branches:
+            if not all(isinstance(b, dace.SDFGState) for b in body.nodes()):
+                return None
+            states += body.nodes()
+    if states is None:
+        return None
+    found = []
+    for st in states:
+        for n in st.nodes():
+            if isinstance(n, Putmem):
+                found.append((n, st))
+            elif not isinstance(n, nodes.AccessNode):
+                return None
+    return found or None
+
+
+def _the_map(state: dace.SDFGState) -> nodes.MapEntry | None:
+    """The state's one top-level map, when the state holds nothing else (no tasklet, copy or second map)."""
+    sdict = state.scope_dict()
+    top = [n for n in state.nodes() if sdict[n] is None and not isinstance(n, nodes.AccessNode)]
+    entries = [n for n in top if isinstance(n, nodes.MapEntry)]
+    if len(entries) != 1 or len(top) != 1:  # (a map's exit belongs to its scope)
+        return None
+    if any(isinstance(e.src, nodes.AccessNode) and isinstance(e.dst, nodes.AccessNode) for e in state.edges()):
+        return None
+    return entries[0]
+
+
+def _write_offsets(state, entry: nodes.MapEntry) -> tuple[str, list[int], list] | None:
+    """``(array, parameter per dimension, offset per dimension)`` when the map writes one array, one element
+    per iteration, at ``X[p_a + c_0, p_b + c_1, ...]`` (each dimension one parameter, each parameter once)."""
+    exit_ = state.exit_node(entry)
+    outs = state.out_edges(exit_)
+    if len(outs) != 1 or outs[0].data.wcr is not None or not isinstance(outs[0].dst, nodes.AccessNode):
+        return None
+    name = outs[0].dst.data
+    params = list(entry.map.params)
+    if any(s != 1 for _, _, s in entry.map.range) or len(params) != len(state.sdfg.arrays[name].shape):
+        return None
+    form = None
+    for e in state.in_edges(exit_):
+        sub = e.data.subset
+        if e.data.data != name or sub is None or sub.num_elements() != 1:
+            return None
+        which, offs = [], []
+        for lo, _, _ in sub:
+            lo = sympy.sympify(lo)
+            hits = [s for s in lo.free_symbols if str(s) in params]
+            if len(hits) != 1:
+                return None
+            off = sympy.simplify(lo - hits[0])
+            if any(str(s) in params for s in off.free_symbols):
+                return None
+            which.append(params.index(str(hits[0])))
+            offs.append(off)
+        if len(set(which)) != len(which) or (form is not None and form != (which, offs)):
+            return None
+        form = (which, offs)
+    return (name, *form) if form else None
+
+
+def _const(x) -> int | None:
+    x = sympy.simplify(x)
+    return int(x) if x.is_Integer else None
+
+
+def _face(region: subsets.Range, which, offs, rng) -> tuple[int, str, int] | None:
+    """``(parameter, "lo" | "hi", width)``: the face of the iteration space ``rng`` that produces the region."""
+    for dim, (lo, hi, _) in enumerate(region):
+        p = which[dim]
+        plo, phi = lo - offs[dim], hi - offs[dim]
+        mlo, mhi = rng[p][0], rng[p][1]
+        if _const(plo - mlo) == 0 and _const(phi - mhi) == 0:
+            continue
+        width = _const(phi - plo)
+        if width is None or width < 0:
+            continue
+        if _const(plo - mlo) == 0:
+            return p, "lo", width + 1
+        if _const(phi - mhi) == 0:
+            return p, "hi", width + 1
+    return None
+
+
+def _pieces(rng: list, faces: dict) -> tuple[list[list], list]:
+    """The face pieces (disjoint, an onion: each parameter's faces span what the earlier parameters'
+    faces left) and the interior, as lists of ``(lo, hi, step)``. Two opposite faces one cell wide are one
+    piece (a step from one to the other) when their distance is a known positive number: one step of the
+    kernel instead of two that the same threads would run one after the other."""
+    inner = [tuple(r) for r in rng]
+    out = []
+    for p in range(len(rng)):
+        lo, hi, _ = inner[p]
+        w_lo, w_hi = faces.get((p, "lo"), 0), faces.get((p, "hi"), 0)
+        gap = _const(hi - lo)
+        if w_lo == w_hi == 1 and gap is not None and gap > 0:
+            out.append(inner[:p] + [(lo, hi, gap)] + inner[p + 1 :])
+        else:
+            if w_lo:
+                out.append(inner[:p] + [(lo, lo + w_lo - 1, 1)] + inner[p + 1 :])
+            if w_hi:
+                out.append(inner[:p] + [(hi - w_hi + 1, hi, 1)] + inner[p + 1 :])
+        inner[p] = (lo + w_lo, hi - w_hi, 1)
+    return out, inner
+
+
+def _set_range(state: dace.SDFGState, rng: list) -> None:
+    entry = _the_map(state)
+    entry.map.range = subsets.Range(rng)
+    propagation.propagate_memlets_state(state.sdfg, state)
+
+
+def _touches(state: dace.SDFGState, landing: list) -> bool:
+    """Whether anything the state reads or writes may overlap a region where remote puts land."""
+    for e in state.edges():
+        if e.data.is_empty() or not (isinstance(e.src, nodes.AccessNode) or isinstance(e.dst, nodes.AccessNode)):
+            continue
+        for name, sub in landing:
+            if e.data.data == name and subsets.intersects(e.data.subset, sub) is not False:
+                return True
+    return False
+
+
+def _clone(region: ControlFlowRegion, template: dace.SDFGState, after, label: str, rng: list) -> dace.SDFGState:
+    """A state after ``after`` holding a copy of ``template``'s map over ``rng``."""
+    piece = region.add_state_after(after, label)
+    src = copy.deepcopy(template)
+    for n in src.nodes():
+        piece.add_node(n)
+    for e in src.edges():
+        piece.add_edge(e.src, e.src_conn, e.dst, e.dst_conn, e.data)
+    _set_range(piece, rng)
+    return piece
+
+
+def split_for_puts(sdfg: dace.SDFG, state: dace.SDFGState, puts: list, last, landing: list) -> bool:
+    """Splits ``state``'s map for the ``puts`` that follow it, up to block ``last`` (see the module doc);
+    ``landing``: ``(array, subset)`` of every put's destination. Returns whether it split."""
+    entry = _the_map(state)
+    form = _write_offsets(state, entry) if entry is not None else None
+    if form is None:
+        return False
+    name, which, offs = form
+    rng = [tuple(r) for r in entry.map.range]
+    faces: dict = {}
+    for put, st in puts:
+        src = next(iter(st.in_edges_by_connector(put, "_src"))).data
+        if src.data != name:
+            continue
+        face = _face(src.subset, which, offs, rng)
+        if face is None:
+            return False  # a put reads more than a face: the map stays whole
+        p, side, width = face
+        faces[(p, side)] = max(width, faces.get((p, side), 0))
+    if not faces:
+        return False
+    edges, inner = _pieces(rng, faces)
+    template = copy.deepcopy(state)
+    probe = copy.deepcopy(state)
+    probe.sdfg = sdfg
+    _set_range(probe, inner)
+    if _touches(probe, landing):
+        return False
+    region = state.parent_graph
+    _clone(region, template, last, f"{state.label}_interior", inner)
+    prev = state
+    for k, rng_k in enumerate(edges[1:], 1):
+        prev = _clone(region, template, prev, f"{state.label}_face{k}", rng_k)
+    _set_range(state, edges[0])
+    return True
+
+
+@make_properties
+class SplitForEarlyPuts(ppl.Pass):
+    """Splits a map so that the cells its following puts send are computed first (see the module doc).
+
+    Pattern: a state holding one map that writes one array element by element (``X[p + c, ...]``),
+    followed in its region by blocks that hold only puts (``if pe > 0: Putmem(...)``). Preconditions:
+    every put of ``X`` reads a face of the map's iteration space (a slab of constant width at one end of
+    one parameter, anything in the others); the interior reads and writes no region where remote puts
+    land. Effect: the faces (one state each, disjoint) before the puts, the interior in a new state after
+    them. Maps are fused first (as :class:`~dace_cpufree.transformations.FusePersistentKernel` does), so
+    that a stencil written as NumPy expressions is one map.
+    """
+
+    CATEGORY = "dace-cpufree"
+
+    fuse_first = Property(dtype=bool, default=True, desc="Fuse producer/consumer maps first", category="General")
+
+    def modifies(self) -> ppl.Modifies:
+        return ppl.Modifies.Everything
+
+    def should_reapply(self, modified: ppl.Modifies) -> bool:
+        return False
+
+    def apply_pass(self, sdfg: dace.SDFG, _: dict[str, Any]) -> int | None:
+        puts = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]
+        if not puts:
+            return None
+        if self.fuse_first:
+            FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
+            sdfg.simplify()
+            puts = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]
+        landing = [(e.data.data, e.data.subset) for p, s in puts for e in s.out_edges_by_connector(p, "_dest")]
+        done = 0
+        for region in [sdfg, *(r for r in sdfg.all_control_flow_regions() if r is not sdfg)]:
+            if isinstance(region, ConditionalBlock):
+                continue
+            for state in [b for b in region.nodes() if isinstance(b, dace.SDFGState)]:
+                following, block, last = [], state, None
+                while region.out_degree(block) == 1:
+                    edge = region.out_edges(block)[0]
+                    if not edge.data.is_unconditional() or edge.data.assignments:
+                        break
+                    block = edge.dst
+                    found = _puts_of(block)
+                    if found is None:
+                        break
+                    following += found
+                    last = block
+                if following and split_for_puts(sdfg, state, following, last, landing):
+                    done += 1
+        return done or None

@@ -33,7 +33,7 @@ from dace.sdfg import nodes, propagation
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
 from dace.transformation.passes import FullMapFusion
-from dace_cpufree.frontend import Putmem
+from dace_cpufree.frontend import Putmem, SignalWait
 
 ENV = "DACE_CPUFREE_EARLY_PUTS"
 
@@ -183,9 +183,10 @@ def _clone(region: ControlFlowRegion, template: dace.SDFGState, after, label: st
     return piece
 
 
-def split_for_puts(sdfg: dace.SDFG, state: dace.SDFGState, puts: list, last, landing: list) -> bool:
+def split_for_puts(sdfg: dace.SDFG, state: dace.SDFGState, puts: list, last, landing: list, stage: bool = True) -> bool:
     """Splits ``state``'s map for the ``puts`` that follow it, up to block ``last`` (see the module doc);
-    ``landing``: ``(array, subset)`` of every put's destination. Returns whether it split."""
+    ``landing``: ``(array, subset)`` of every put's destination; ``stage``: send those puts through buffers
+    (:func:`stage_in_buffer`). Returns whether it split."""
     entry = _the_map(state)
     form = _write_offsets(state, entry) if entry is not None else None
     if form is None:
@@ -217,6 +218,74 @@ def split_for_puts(sdfg: dace.SDFG, state: dace.SDFGState, puts: list, last, lan
     for k, rng_k in enumerate(edges[1:], 1):
         prev = _clone(region, template, prev, f"{state.label}_face{k}", rng_k)
     _set_range(state, edges[0])
+    if stage:
+        for put, st in puts:
+            if next(iter(st.in_edges_by_connector(put, "_src"))).data.data == name:
+                stage_in_buffer(sdfg, put, st)
+    return True
+
+
+def _region(state, node, conn: str, out: bool):
+    edges = state.out_edges_by_connector(node, conn) if out else state.in_edges_by_connector(node, conn)
+    return next(iter(edges), None)
+
+
+def _same(a: dace.Memlet, b: dace.Memlet) -> bool:
+    return a.data == b.data and str(a.subset) == str(b.subset)
+
+
+def stage_in_buffer(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState) -> bool:
+    """Sends a put of a split map into a contiguous buffer of its own, unpacked into its destination right
+    after the one wait on its flag (in that wait's branch). Measured on H200s (session 9): remote stores
+    into a strided halo of an array that the receiver is streaming through (its interior) held the
+    sending blocks' fences for ~80 us per half-step; into a contiguous buffer they do not (the overlapped
+    forms' halo buffers).
+
+    Safe when the program without buffers is race-free: the receiver unpacks before anything after the
+    wait reads the halo and before its next put, so the sender's next put into the buffer, which the
+    program orders after the receiver's reads of the halo, comes after the unpacking."""
+    flag = _region(state, put, "_flag", True)
+    dest = _region(state, put, "_dest", True)
+    if flag is None or dest is None:
+        return False
+    waits = [
+        (n, s)
+        for n, s in sdfg.all_nodes_recursive()
+        if isinstance(n, SignalWait) and _same(_region(s, n, "_flag", False).data, flag.data)
+    ]
+    senders = [
+        n
+        for n, s in sdfg.all_nodes_recursive()
+        if isinstance(n, Putmem) and (e := _region(s, n, "_flag", True)) is not None and _same(e.data, flag.data)
+    ]
+    if len(waits) != 1 or len(senders) != 1:
+        return False
+    wait, wait_state = waits[0]
+    guard = next(
+        (e for e in wait_state.out_edges(wait) if e.src_conn != "_flag_out" and _same(e.data, dest.data)), None
+    )
+    if guard is None:
+        return False
+    x = sdfg.arrays[dest.data.data]
+    name, buf = sdfg.add_array(
+        f"__cpufree_halo_{dest.data.data}", dest.data.subset.size(), x.dtype, transient=True, find_new_name=True
+    )
+    whole = dace.Memlet.from_array(name, buf)
+    state.remove_edge(dest)
+    if state.degree(dest.dst) == 0:
+        state.remove_node(dest.dst)
+    state.add_edge(put, "_dest", state.add_write(name), None, copy.deepcopy(whole))
+    wait_state.remove_edge(guard)
+    if wait_state.degree(guard.dst) == 0:
+        wait_state.remove_node(guard.dst)
+    wait_state.add_edge(wait, guard.src_conn, wait_state.add_write(name), None, copy.deepcopy(whole))
+    wait.guards = [name if g == f"{dest.data.data}[{dest.data.subset}]" else g for g in wait.guards]
+    unpack = wait_state.parent_graph.add_state_after(wait_state, f"unpack_{name}")
+    unpack.add_nedge(
+        unpack.add_read(name),
+        unpack.add_write(dest.data.data),
+        dace.Memlet(data=name, subset=copy.deepcopy(whole.subset), other_subset=copy.deepcopy(dest.data.subset)),
+    )
     return True
 
 

@@ -305,10 +305,11 @@ def test_plane_rows_are_warp_puts_shared_by_the_blocks_of_a_lane():
 
 @pytest.mark.parametrize(
     "program, syncs",
-    [("jacobi_2d.plain", 2), ("jacobi_2d.overlapped", 5), ("jacobi_3d.plain", 2), ("jacobi_3d.overlapped", 5)],
+    [("jacobi_2d.plain", 4), ("jacobi_2d.overlapped", 5), ("jacobi_3d.plain", 4), ("jacobi_3d.overlapped", 5)],
 )
 def test_grid_syncs_per_step_with_sizes_compiled_in(program, syncs):
-    """Per half-step: plain = after the stencil (the puts read it); overlapped = after the edge lines (the
+    """Per half-step: plain = after its edge cells (the puts read them; SplitForEarlyPuts) and after the
+    unpacking (the next edge cells read the interior and the halo); overlapped = after the edge lines (the
     puts read them) and after the unpacking (the next edge lines read the halo ring); + the barrier after the
     buffer initialisation. Every block waits for itself, so what reads the halo after the waits needs a block
     barrier only. Halo rows, edge lines and the interior are told apart by their regions (no sync between
@@ -379,13 +380,15 @@ def test_block_barrier_only_for_what_each_block_did_itself():
     assert cond.sync_before  # the condition is printed in the loop header: no room for a barrier
 
 
-def test_direct_store_transport_writes_through_peer_pointers():
+def test_direct_store_transport_writes_through_peer_pointers(monkeypatch):
     """shmem_transport="p2p": puts, quiets, signals and waits are the kernel's own stores, fences and loads
     (cpufree::shmem::p2p); no NVSHMEM call that carries the proxy transport is left in the kernel. Every put,
     rows and strided columns alike, is one copy loop dealt out over the blocks of its lane (4 puts at once: 4
-    lanes), each block fences, the last one signals, and the block goes on without waiting for its fence."""
+    lanes), each block fences, the last one signals, and the block goes on without waiting for its fence.
+    The plain form as written (DACE_CPUFREE_EARLY_PUTS=0): puts into the strided halo ring itself."""
     from npbench_runs.multigpu import jacobi_2d
 
+    monkeypatch.setenv("DACE_CPUFREE_EARLY_PUTS", "0")
     code = dace_cpufree.generate_code(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
     kernel = code[code.index("__global__") : code.index("// ---- host launcher")]
     copy = "cpufree::shmem::p2p::copy(cpufree::shmem::p2p::peer(_dest, (int)((__cpufree_pe"

@@ -1,6 +1,7 @@
 """Transformations and passes of dace-cpufree, registered with DaCe on import."""
 
 from .communication import PrepareCommunication
+from .early_puts import SplitForEarlyPuts
 from .expand_libraries import ExpandLibraryNodesToDataflow
 from .fuse_persistent import FusePersistentKernel, check_persistable
 from .schedule import PERSISTENT_SCHEDULE
@@ -12,5 +13,6 @@ __all__ = [
     "PERSISTENT_SCHEDULE",
     "ScheduleThreads",
     "PrepareCommunication",
+    "SplitForEarlyPuts",
     "check_persistable",
 ]

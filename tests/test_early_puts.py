@@ -1,0 +1,185 @@
+"""SplitForEarlyPuts: the plain Jacobi forms compute their edge cells, put them (into staging buffers),
+compute the interior while the data travels, wait, unpack. CPU tests of the SDFG and the generated code;
+the results on GPUs are in test_multigpu.py (plain forms on 2 and 4 GPUs against NumPy)."""
+
+import dace
+import pytest
+from dace.sdfg import nodes
+from dace_cpufree.codegen.syncs import _apart, _disjoint
+from dace_cpufree.frontend import Putmem
+from dace_cpufree.transformations.early_puts import _pieces
+
+import dace_cpufree
+from dace_cpufree import nvshmem
+
+N = dace.symbol("N")
+
+
+@dace.program
+def _one_face(A: dace.float64[N], B: dace.float64[N], flags: dace.uint64[2], T: dace.int64):
+    me, npes = nvshmem.my_pe(), nvshmem.n_pes()
+    for t in range(1, T + 1):
+        B[1:-1] = 0.5 * (A[:-2] + A[2:])
+        if me > 0:
+            nvshmem.Putmem(B[N - 1 : N], B[1:2], me - 1, flags[0], t)
+        if me < npes - 1:
+            nvshmem.SignalWait(flags[0], t)
+        A[1:-1] = B[1:-1]
+
+
+@dace.program
+def _interior_reads_landing(A: dace.float64[N], B: dace.float64[N], flags: dace.uint64[2], T: dace.int64):
+    """The put lands in A[5], which the interior of B's map reads: moving it past the put would let a
+    neighbour overwrite A[5] while this PE still reads it."""
+    me, npes = nvshmem.my_pe(), nvshmem.n_pes()
+    for t in range(1, T + 1):
+        B[1:-1] = 0.5 * (A[:-2] + A[2:])
+        if me > 0:
+            nvshmem.Putmem(A[5:6], B[1:2], me - 1, flags[0], t)
+        if me < npes - 1:
+            nvshmem.SignalWait(flags[0], t)
+
+
+@dace.program
+def _put_of_everything(
+    A: dace.float64[N], B: dace.float64[N], C: dace.float64[N], flags: dace.uint64[2], T: dace.int64
+):
+    """The put reads every cell the map writes: there is no interior to compute later."""
+    me, npes = nvshmem.my_pe(), nvshmem.n_pes()
+    for t in range(1, T + 1):
+        B[1:-1] = 0.5 * (A[:-2] + A[2:])
+        if me > 0:
+            nvshmem.Putmem(C[1:-1], B[1:-1], me - 1, flags[0], t)
+        if me < npes - 1:
+            nvshmem.SignalWait(flags[0], t)
+
+
+def _maps(sdfg) -> list:
+    return [
+        str(n.map.range)
+        for n, st in sdfg.all_nodes_recursive()
+        if isinstance(n, nodes.MapEntry) and st.entry_node(n) is None
+    ]
+
+
+def _order(code: str) -> list[str]:
+    """The kernel's steps and grid syncs in order, one word each."""
+    out = []
+    for line in code[code.index("__global__") : code.index("// ---- host launcher")].split("\n"):
+        s = line.strip()
+        if s == "__grid.sync();":
+            out.append("GRID")
+        elif s.startswith("// map"):
+            out.append("map")
+        elif s.startswith("// tasklet putmem"):
+            out.append("put")
+        elif s.startswith("// tasklet signal_wait"):
+            out.append("wait")
+        elif s.startswith("// copy __cpufree_halo"):
+            out.append("unpack")
+    return out
+
+
+def test_a_map_followed_by_a_put_of_its_edge_is_split_and_the_put_staged():
+    """The face (i = 0) before the put, the interior (1 .. N-3) after it; the put goes into a contiguous
+    buffer of its own, copied into B[N-1] right after the wait, which now guards the buffer: a block barrier
+    between them, no grid sync (sizes compiled in, so that the regions can be told apart)."""
+    sdfg = dace_cpufree.persistent_sdfg(_one_face)
+    assert _maps(sdfg) == ["0", "1:N - 2"]  # the face, the interior (the copy A <- B is no map)
+    code = dace_cpufree.generate_code(_one_face, shmem_transport="p2p", symbols=dict(N=34))
+    assert _order(code) == ["GRID", "map", "GRID", "put", "map", "wait", "unpack", "GRID"]
+    assert "double* _dest = &__cpufree_halo_B[0];" in code
+    assert "double* _guard0 = &__cpufree_halo_B[0];" in code
+    unpack = code.index("// copy __cpufree_halo_B -> B")
+    assert "B[(33)] = __cpufree_halo_B[0];" in code[unpack : unpack + 400]
+    assert "__syncthreads();" in code[unpack - 60 : unpack]
+
+
+def test_the_interior_stays_whole_when_it_reads_where_puts_land():
+    sdfg = dace_cpufree.persistent_sdfg(_interior_reads_landing)
+    assert _maps(sdfg) == ["0:N - 2"]
+    assert "__cpufree_halo" not in dace_cpufree.generate_code(_interior_reads_landing, shmem_transport="p2p")
+
+
+def test_a_put_of_more_than_a_face_leaves_the_map_whole():
+    sdfg = dace_cpufree.persistent_sdfg(_put_of_everything)
+    assert _maps(sdfg) == ["0:N - 2"]
+
+
+def test_early_puts_can_be_turned_off(monkeypatch):
+    from npbench_runs.multigpu import jacobi_3d
+
+    monkeypatch.setenv("DACE_CPUFREE_EARLY_PUTS", "0")
+    sdfg = dace_cpufree.persistent_sdfg(jacobi_3d.plain, symbols=dict(LX=34, N=34))
+    assert _maps(sdfg) == ["0:32, 0:32, 0:32"] * 2
+    assert not any(n.startswith("__cpufree_halo") for n in sdfg.arrays)
+
+
+def test_jacobi_3d_plain_edge_planes_first_interior_while_they_travel():
+    """Per half-step: both edge planes as one strided step, a grid sync, the two puts (hidden: other work
+    follows them), the interior, each wait followed by its block barrier and unpacking, a grid sync."""
+    from npbench_runs.multigpu import jacobi_3d
+
+    code = dace_cpufree.generate_code(jacobi_3d.plain, symbols=dict(LX=34, N=34), shmem_transport="p2p")
+    half = ["GRID", "map", "GRID", "put", "put", "map", "wait", "unpack", "wait", "unpack"]
+    assert _order(code) == half * 2
+    assert code.count("const long long __i0 = 0 + __r * (31);") == 2  # planes 1 and 32: one step from 0 to 31
+    assert code.count("blocks_for(__n, __parts, CPUFREE_P2P_PER_THREAD_HIDDEN)") == 4
+    for name in ("__cpufree_halo_A", "__cpufree_halo_A_0", "__cpufree_halo_B", "__cpufree_halo_B_0"):
+        assert f"double * {name}," in code or f"double * {name})" in code
+    k = code.index("// copy __cpufree_halo")
+    assert code[code.rindex("\n", 0, k - 1) - 40 : k].count("__syncthreads();") == 1  # a block barrier, no sync
+
+
+def test_jacobi_2d_plain_rows_and_columns_first_without_a_sync_between_them():
+    """Rows 1 and LX-2 as one strided step, columns 1 and LY-2 between them as another; no grid sync
+    between the two (their strided regions are told apart), one before the four puts."""
+    from npbench_runs.multigpu import jacobi_2d
+
+    src = dace_cpufree.kernel_source(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
+    half = ["GRID", "map", "map", "GRID", "put", "put", "put", "put", "map"] + ["wait", "unpack"] * 4
+    assert _order(src.code) == half * 2
+    assert src.grid_syncs == 4
+
+
+def test_symbolic_sizes_keep_opposite_faces_apart():
+    """Without sizes the distance between two opposite faces is unknown: two steps, not one strided one."""
+    from npbench_runs.multigpu import jacobi_3d
+
+    sdfg = dace_cpufree.persistent_sdfg(jacobi_3d.plain)
+    ranges = _maps(sdfg)
+    assert ranges.count("0, 0:N - 2, 0:N - 2") == 2 and ranges.count("LX - 3, 0:N - 2, 0:N - 2") == 2
+    assert ranges.count("1:LX - 3, 0:N - 2, 0:N - 2") == 2
+    puts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]
+    assert puts == []  # expanded
+
+
+def test_faces_form_an_onion():
+    rng = [(0, 9, 1), (0, 5, 1)]
+    faces, inner = _pieces(rng, {(0, "lo"): 1, (0, "hi"): 1, (1, "lo"): 2})
+    assert faces == [[(0, 9, 9), (0, 5, 1)], [(1, 8, 1), (0, 1, 1)]]
+    assert inner == [(1, 8, 1), (2, 5, 1)]
+    cells = {(i, j) for f in faces for i in range(f[0][0], f[0][1] + 1, f[0][2]) for j in range(f[1][0], f[1][1] + 1)}
+    assert len(cells) == 10 * 6 - 8 * 4  # disjoint pieces: each cell of the frame once
+
+
+@pytest.mark.parametrize(
+    "r, q, apart",
+    [
+        ((1, 64, 63), (2, 63, 1), True),  # rows 1 and 64 against the rows between them
+        ((1, 64, 63), (64, 64, 1), False),
+        ((0, 10, 2), (1, 9, 2), True),
+        ((0, 10, 2), (4, 4, 1), False),
+        ((0, 100000, 3), (1, 1, 1), True),  # the shorter one is listed
+        ((0, 100000, 3), (1, 100000, 3), False),  # both too long to list: unknown counts as overlapping
+    ],
+)
+def test_strided_ranges_are_told_apart(r, q, apart):
+    assert _apart(r, q) is apart
+
+
+def test_strided_subsets_disjoint_in_one_dimension():
+    rows = dace.subsets.Range([(1, 64, 63), (1, 32, 1)])
+    cols = dace.subsets.Range([(2, 63, 1), (1, 32, 31)])
+    assert _disjoint(rows, cols)
+    assert not _disjoint(rows, dace.subsets.Range([(1, 1, 1), (1, 1, 1)]))

@@ -183,3 +183,25 @@ def test_strided_subsets_disjoint_in_one_dimension():
     cols = dace.subsets.Range([(2, 63, 1), (1, 32, 31)])
     assert _disjoint(rows, cols)
     assert not _disjoint(rows, dace.subsets.Range([(1, 1, 1), (1, 1, 1)]))
+
+
+@dace.program
+def _two_puts_one_flag(A: dace.float64[N], B: dace.float64[N], flags: dace.uint64[2], T: dace.int64):
+    """Both edges signal the same flag: no buffer can be unpacked after a wait of its own."""
+    me, npes = nvshmem.my_pe(), nvshmem.n_pes()
+    for t in range(1, T + 1):
+        B[1:-1] = 0.5 * (A[:-2] + A[2:])
+        if me > 0:
+            nvshmem.Putmem(B[N - 1 : N], B[1:2], me - 1, flags[0], t)
+        if me < npes - 1:
+            nvshmem.Putmem(B[0:1], B[N - 2 : N - 1], me + 1, flags[0], t)
+        nvshmem.SignalWait(flags[0], t)
+        A[1:-1] = B[1:-1]
+
+
+def test_no_split_when_a_put_cannot_be_staged():
+    """Without a buffer the put would store into the halo while the receiver streams its interior (measured
+    slow, session 9): the map stays whole."""
+    sdfg = dace_cpufree.persistent_sdfg(_two_puts_one_flag)
+    assert _maps(sdfg) == ["0:N - 2"]
+    assert not any(n.startswith("__cpufree_halo") for n in sdfg.arrays)

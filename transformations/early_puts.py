@@ -205,6 +205,9 @@ def split_for_puts(sdfg: dace.SDFG, state: dace.SDFGState, puts: list, last, lan
         faces[(p, side)] = max(width, faces.get((p, side), 0))
     if not faces:
         return False
+    mine = [(put, st) for put, st in puts if next(iter(st.in_edges_by_connector(put, "_src"))).data.data == name]
+    if stage and any(_staging_plan(sdfg, put, st) is None for put, st in mine):
+        return False  # a put into the halo itself while the receiver streams its interior: measured slow
     edges, inner = _pieces(rng, faces)
     template = copy.deepcopy(state)
     probe = copy.deepcopy(state)
@@ -219,9 +222,8 @@ def split_for_puts(sdfg: dace.SDFG, state: dace.SDFGState, puts: list, last, lan
         prev = _clone(region, template, prev, f"{state.label}_face{k}", rng_k)
     _set_range(state, edges[0])
     if stage:
-        for put, st in puts:
-            if next(iter(st.in_edges_by_connector(put, "_src"))).data.data == name:
-                stage_in_buffer(sdfg, put, st)
+        for put, st in mine:
+            stage_in_buffer(sdfg, put, st)
     return True
 
 
@@ -234,20 +236,13 @@ def _same(a: dace.Memlet, b: dace.Memlet) -> bool:
     return a.data == b.data and str(a.subset) == str(b.subset)
 
 
-def stage_in_buffer(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState) -> bool:
-    """Sends a put of a split map into a contiguous buffer of its own, unpacked into its destination right
-    after the one wait on its flag (in that wait's branch). Measured on H200s (session 9): remote stores
-    into a strided halo of an array that the receiver is streaming through (its interior) held the
-    sending blocks' fences for ~80 us per half-step; into a contiguous buffer they do not (the overlapped
-    forms' halo buffers).
-
-    Safe when the program without buffers is race-free: the receiver unpacks before anything after the
-    wait reads the halo and before its next put, so the sender's next put into the buffer, which the
-    program orders after the receiver's reads of the halo, comes after the unpacking."""
+def _staging_plan(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState):
+    """``(dest edge, wait, wait state, guard edge)`` when the put can be staged (one put and one wait on its
+    flag, and the wait guards the put's destination), else None."""
     flag = _region(state, put, "_flag", True)
     dest = _region(state, put, "_dest", True)
     if flag is None or dest is None:
-        return False
+        return None
     waits = [
         (n, s)
         for n, s in sdfg.all_nodes_recursive()
@@ -259,13 +254,27 @@ def stage_in_buffer(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState) -> bool
         if isinstance(n, Putmem) and (e := _region(s, n, "_flag", True)) is not None and _same(e.data, flag.data)
     ]
     if len(waits) != 1 or len(senders) != 1:
-        return False
+        return None
     wait, wait_state = waits[0]
-    guard = next(
-        (e for e in wait_state.out_edges(wait) if e.src_conn != "_flag_out" and _same(e.data, dest.data)), None
-    )
-    if guard is None:
+    guards = [e for e in wait_state.out_edges(wait) if e.src_conn != "_flag_out"]
+    guard = next((e for e in guards if _same(e.data, dest.data)), None)
+    return None if guard is None else (dest, wait, wait_state, guard)
+
+
+def stage_in_buffer(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState) -> bool:
+    """Sends a put of a split map into a contiguous buffer of its own, unpacked into its destination right
+    after the one wait on its flag (in that wait's branch). Measured on H200s (session 9): remote stores
+    into a strided halo of an array that the receiver is streaming through (its interior) held the
+    sending blocks' fences for ~80 us per half-step; into a contiguous buffer they do not (the overlapped
+    forms' halo buffers).
+
+    Safe when the program without buffers is race-free: the receiver unpacks before anything after the
+    wait reads the halo and before its next put, so the sender's next put into the buffer, which the
+    program orders after the receiver's reads of the halo, comes after the unpacking."""
+    plan = _staging_plan(sdfg, put, state)
+    if plan is None:
         return False
+    dest, wait, wait_state, guard = plan
     x = sdfg.arrays[dest.data.data]
     name, buf = sdfg.add_array(
         f"__cpufree_halo_{dest.data.data}", dest.data.subset.size(), x.dtype, transient=True, find_new_name=True

@@ -4,8 +4,9 @@ In the plain form of a halo exchange (``B[1:-1] = f(A)``, then ``Putmem`` of B's
 waits) every put waits for the whole map and for the grid synchronisation after it: the transfer is on
 the critical path. This pass splits such a map by the regions its puts read: the faces of the map's
 iteration space that produce those regions run first (one state each), the puts follow, and the rest
-of the map (the interior) runs after the puts, while the data travels, before the waits. It is what an
-overlapped form does by hand, but without halo buffers and their unpacking.
+of the map (the interior) runs after the puts, while the data travels, before the waits. Each put sends
+into a contiguous buffer of its own, unpacked into its halo right after the wait on its flag
+(:func:`stage_in_buffer`). It is what an overlapped form does by hand.
 
 Safety. The pieces write disjoint parts of the map's output, so the puts read exactly what the map
 would have written. Moving the interior past the puts changes two orders:
@@ -34,6 +35,8 @@ from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
 from dace.transformation.passes import FullMapFusion
 from dace_cpufree.frontend import Putmem, SignalWait
+from dace_cpufree.frontend.arguments import Region
+from dace_cpufree.frontend.putmem import _edge
 
 ENV = "DACE_CPUFREE_EARLY_PUTS"
 
@@ -183,10 +186,10 @@ def _clone(region: ControlFlowRegion, template: dace.SDFGState, after, label: st
     return piece
 
 
-def split_for_puts(sdfg: dace.SDFG, state: dace.SDFGState, puts: list, last, landing: list, stage: bool = True) -> bool:
-    """Splits ``state``'s map for the ``puts`` that follow it, up to block ``last`` (see the module doc);
-    ``landing``: ``(array, subset)`` of every put's destination; ``stage``: send those puts through buffers
-    (:func:`stage_in_buffer`). Returns whether it split."""
+def split_for_puts(sdfg: dace.SDFG, state: dace.SDFGState, puts: list, last, landing: list) -> bool:
+    """Splits ``state``'s map for the ``puts`` that follow it, up to block ``last``, and stages the puts of its
+    output (see the module doc); ``landing``: ``(array, subset)`` of every put's destination. Returns whether
+    it split."""
     entry = _the_map(state)
     form = _write_offsets(state, entry) if entry is not None else None
     if form is None:
@@ -194,8 +197,9 @@ def split_for_puts(sdfg: dace.SDFG, state: dace.SDFGState, puts: list, last, lan
     name, which, offs = form
     rng = [tuple(r) for r in entry.map.range]
     faces: dict = {}
+    plans = []
     for put, st in puts:
-        src = next(iter(st.in_edges_by_connector(put, "_src"))).data
+        src = _edge(st, put, "_src", False).data
         if src.data != name:
             continue
         face = _face(src.subset, which, offs, rng)
@@ -203,33 +207,27 @@ def split_for_puts(sdfg: dace.SDFG, state: dace.SDFGState, puts: list, last, lan
             return False  # a put reads more than a face: the map stays whole
         p, side, width = face
         faces[(p, side)] = max(width, faces.get((p, side), 0))
+        plan = _staging_plan(sdfg, put, st)
+        if plan is None:
+            return False  # a put into the halo itself while the receiver streams its interior: measured slow
+        plans.append((put, st, plan))
     if not faces:
         return False
-    mine = [(put, st) for put, st in puts if next(iter(st.in_edges_by_connector(put, "_src"))).data.data == name]
-    if stage and any(_staging_plan(sdfg, put, st) is None for put, st in mine):
-        return False  # a put into the halo itself while the receiver streams its interior: measured slow
     edges, inner = _pieces(rng, faces)
-    template = copy.deepcopy(state)
     probe = copy.deepcopy(state)
     probe.sdfg = sdfg
     _set_range(probe, inner)
     if _touches(probe, landing):
         return False
     region = state.parent_graph
-    _clone(region, template, last, f"{state.label}_interior", inner)
+    _clone(region, state, last, f"{state.label}_interior", inner)
     prev = state
     for k, rng_k in enumerate(edges[1:], 1):
-        prev = _clone(region, template, prev, f"{state.label}_face{k}", rng_k)
+        prev = _clone(region, state, prev, f"{state.label}_face{k}", rng_k)
     _set_range(state, edges[0])
-    if stage:
-        for put, st in mine:
-            stage_in_buffer(sdfg, put, st)
+    for put, st, plan in plans:
+        stage_in_buffer(sdfg, put, st, plan)
     return True
-
-
-def _region(state, node, conn: str, out: bool):
-    edges = state.out_edges_by_connector(node, conn) if out else state.in_edges_by_connector(node, conn)
-    return next(iter(edges), None)
 
 
 def _same(a: dace.Memlet, b: dace.Memlet) -> bool:
@@ -239,19 +237,19 @@ def _same(a: dace.Memlet, b: dace.Memlet) -> bool:
 def _staging_plan(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState):
     """``(dest edge, wait, wait state, guard edge)`` when the put can be staged (one put and one wait on its
     flag, and the wait guards the put's destination), else None."""
-    flag = _region(state, put, "_flag", True)
-    dest = _region(state, put, "_dest", True)
-    if flag is None or dest is None:
+    if not put.signalled:
         return None
+    flag = _edge(state, put, "_flag", True)
+    dest = _edge(state, put, "_dest", True)
     waits = [
         (n, s)
         for n, s in sdfg.all_nodes_recursive()
-        if isinstance(n, SignalWait) and _same(_region(s, n, "_flag", False).data, flag.data)
+        if isinstance(n, SignalWait) and _same(_edge(s, n, "_flag", False).data, flag.data)
     ]
     senders = [
         n
         for n, s in sdfg.all_nodes_recursive()
-        if isinstance(n, Putmem) and (e := _region(s, n, "_flag", True)) is not None and _same(e.data, flag.data)
+        if isinstance(n, Putmem) and n.signalled and _same(_edge(s, n, "_flag", True).data, flag.data)
     ]
     if len(waits) != 1 or len(senders) != 1:
         return None
@@ -261,7 +259,7 @@ def _staging_plan(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState):
     return None if guard is None else (dest, wait, wait_state, guard)
 
 
-def stage_in_buffer(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState) -> bool:
+def stage_in_buffer(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState, plan: tuple) -> None:
     """Sends a put of a split map into a contiguous buffer of its own, unpacked into its destination right
     after the one wait on its flag (in that wait's branch). Measured on H200s (session 9): remote stores
     into a strided halo of an array that the receiver is streaming through (its interior) held the
@@ -270,10 +268,8 @@ def stage_in_buffer(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState) -> bool
 
     Safe when the program without buffers is race-free: the receiver unpacks before anything after the
     wait reads the halo and before its next put, so the sender's next put into the buffer, which the
-    program orders after the receiver's reads of the halo, comes after the unpacking."""
-    plan = _staging_plan(sdfg, put, state)
-    if plan is None:
-        return False
+    program orders after the receiver's reads of the halo, comes after the unpacking. ``plan``: from
+    :func:`_staging_plan`."""
     dest, wait, wait_state, guard = plan
     x = sdfg.arrays[dest.data.data]
     name, buf = sdfg.add_array(
@@ -288,14 +284,14 @@ def stage_in_buffer(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState) -> bool
     if wait_state.degree(guard.dst) == 0:
         wait_state.remove_node(guard.dst)
     wait_state.add_edge(wait, guard.src_conn, wait_state.add_write(name), None, copy.deepcopy(whole))
-    wait.guards = [name if g == f"{dest.data.data}[{dest.data.subset}]" else g for g in wait.guards]
+    old = str(Region(dest.data.data, dest.data.subset))  # as the frontend listed it
+    wait.guards = [name if g == old else g for g in wait.guards]
     unpack = wait_state.parent_graph.add_state_after(wait_state, f"unpack_{name}")
     unpack.add_nedge(
         unpack.add_read(name),
         unpack.add_write(dest.data.data),
         dace.Memlet(data=name, subset=copy.deepcopy(whole.subset), other_subset=copy.deepcopy(dest.data.subset)),
     )
-    return True
 
 
 @make_properties
@@ -306,9 +302,11 @@ class SplitForEarlyPuts(ppl.Pass):
     followed in its region by blocks that hold only puts (``if pe > 0: Putmem(...)``). Preconditions:
     every put of ``X`` reads a face of the map's iteration space (a slab of constant width at one end of
     one parameter, anything in the others); the interior reads and writes no region where remote puts
-    land. Effect: the faces (one state each, disjoint) before the puts, the interior in a new state after
-    them. Maps are fused first (as :class:`~dace_cpufree.transformations.FusePersistentKernel` does), so
-    that a stencil written as NumPy expressions is one map.
+    land; every such put can be staged (one put and one wait on its flag). Effect: the faces (one state
+    each, disjoint) before the puts, the interior in a new state after them, each put into a buffer of its
+    own, unpacked after its wait. Maps are fused first (as
+    :class:`~dace_cpufree.transformations.FusePersistentKernel` does), so that a stencil written as NumPy
+    expressions is one map.
     """
 
     CATEGORY = "dace-cpufree"
@@ -331,9 +329,7 @@ class SplitForEarlyPuts(ppl.Pass):
             puts = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]
         landing = [(e.data.data, e.data.subset) for p, s in puts for e in s.out_edges_by_connector(p, "_dest")]
         done = 0
-        for region in [sdfg, *(r for r in sdfg.all_control_flow_regions() if r is not sdfg)]:
-            if isinstance(region, ConditionalBlock):
-                continue
+        for region in list(sdfg.all_control_flow_regions()):
             for state in [b for b in region.nodes() if isinstance(b, dace.SDFGState)]:
                 following, block, last = [], state, None
                 while region.out_degree(block) == 1:

@@ -76,8 +76,8 @@ def mpirun_job(gpus: int, run_args: list[str], timeout: int) -> tuple[subprocess
     cmd = ["timeout", "-k", "15", str(timeout)]
     if gpus > 1 or os.environ.get("OMPI_COMM_WORLD_SIZE") is None:
         cmd += ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(gpus), "-x", "NVSHMEM_DISABLE_NVLS=1"]
-        for var in ("PYTHONPATH", "DACE_CPUFREE_CACHE", "DACE_CPUFREE_REF_CACHE"):
-            cmd += ["-x", var] if var in env else []
+        for var in ["PYTHONPATH"] + sorted(v for v in env if v.startswith("DACE_CPUFREE_")):
+            cmd += ["-x", var] if var in env else []  # the build settings too: each rank finds the same build
     cmd += [sys.executable, "-m", "npbench_runs.multigpu.run", *run_args, "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]

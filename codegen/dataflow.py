@@ -206,17 +206,6 @@ def _grid_stride(
     return lines
 
 
-def _balanced(params, ranges, body: list[str]) -> list[str]:
-    """The same loop as :func:`_grid_stride`, its indices in chunks that the blocks take in the order they ask
-    (``cpufree::balanced``; ``__next``: the step's own counter): the form ``balance.py`` chooses for a step
-    that follows work on some blocks only."""
-    lines = _extents(ranges) + ["static unsigned int __next = 0;  // chunks handed out in this round"]
-    lines.append(f"cpufree::balanced(&__next, __n, [&]({INDEX_T} __f) {{")
-    lines += indent(_decode("__f", params, ranges) + body)
-    lines.append("});")
-    return lines
-
-
 def _locals(ctx: KernelContext, state: SDFGState, entry) -> list[str]:
     names = sorted({n.data for n in state.scope_subgraph(entry).data_nodes() if n.data in ctx.local})
     decls = []
@@ -257,13 +246,12 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     local = _locals(ctx, state, entry)
     dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
     scheduled = _scheduled_map(ctx, state, entry, outputs, par, red, bool(reducible), local)
-    row = balanced = None
+    row = None
     if scheduled is not None:
         code, work, strategy, row = scheduled
     elif not reducible:
         body = local + ScopeWriter(ctx, state, params).scope(entry)
         code = _grid_stride(params, ranges, body)
-        balanced = ["{"] + indent(_balanced(params, ranges, body)) + ["}"] if params else None
         work = _work(ctx, ranges)
         strategy = f"grid-stride loop, a thread per element of {dims(params)}"
     elif par:
@@ -282,7 +270,6 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     reads, writes = scope_accesses(ctx, state, entry)
     code = ["{"] + indent(code) + ["}"]
     item = Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy)
-    item.balanced = balanced
     read_memlets = [(e.data, "R") for e in state.in_edges(entry)]
     item.regions = _outer_regions(ctx, reads, writes, read_memlets + _written(ctx, entry, outputs))
     if row is None and not reducible and not any(e.data.wcr is not None for e in outputs):

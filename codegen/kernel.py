@@ -14,7 +14,6 @@ from .dialect import Dialect
 from .expressions import kernel_symbols
 from .host import HOST_TEMPLATE, workspace_code
 from .lower import lower_sdfg
-from .balance import balance_steps
 from .rows import fuse_rows
 from .syncs import place_grid_syncs
 
@@ -178,7 +177,6 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
     root = lower_sdfg(ctx)
     fuse_rows(root)
     place_grid_syncs(root)
-    balance_steps(root)
     kernel = f"cpufree_{sdfg.name}_kernel"
     args = ctx.args
     arg_names = {a.name for a in args}

@@ -3,7 +3,8 @@
 Runs before :class:`FusePersistentKernel`, on the program's ``Putmem``/``SignalWait`` nodes:
 
 1. placement: a node inside a map (every thread would call it) is an error; a map followed by puts of its
-   edge cells is split so that the puts go out before its interior is computed (:mod:`.early_puts`);
+   edge cells is split so that the puts go out before its interior is computed (:mod:`.early_puts`), and
+   the last part of a map followed by waits runs after them (:mod:`.hide_waits`);
 2. symmetric heap: the containers they touch become ``CPUFree_Symmetric`` (:mod:`.symmetric`);
 3. concurrency: consecutive puts (no other work between them) get blocks 0, 1, 2, ... so that each is
    issued by a different thread block at the same time, block-cooperatively; every block waits for itself;
@@ -34,13 +35,16 @@ from dace.properties import Property, make_properties
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
+from dace.transformation.passes import FullMapFusion
 from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.frontend.putmem import location, put_layout
 from dace_cpufree.frontend.shmem_api import APIS, TRANSPORTS, implementation, transport_choice
 
 from dace_cpufree.errors import NotPersistableError
 
+from . import hide_waits as _hide
 from .early_puts import SplitForEarlyPuts, enabled_by_default
+from .hide_waits import HideWaits
 from .program_order import linear_states, nodes_after
 from .symmetric import PlaceOnSymmetricHeap
 
@@ -290,9 +294,24 @@ class PrepareCommunication(ppl.Pass):
         category="General",
     )
 
-    def __init__(self, backend: str = "cuda", transport: str | None = None, early_puts: bool | None = None):
+    hide_waits = Property(
+        dtype=bool,
+        default=True,
+        desc="Run the last part of a map followed by waits after them (HideWaits); default from "
+        "DACE_CPUFREE_HIDE_WAITS (0: off)",
+        category="General",
+    )
+
+    def __init__(
+        self,
+        backend: str = "cuda",
+        transport: str | None = None,
+        early_puts: bool | None = None,
+        hide_waits: bool | None = None,
+    ):
         super().__init__()
         self.early_puts = enabled_by_default() if early_puts is None else early_puts
+        self.hide_waits = _hide.enabled_by_default() if hide_waits is None else hide_waits
         self.transport = transport_choice(transport)
         self._implementation = implementation(backend, self.transport)  # raises on an unknown backend
         self.backend = backend
@@ -308,9 +327,16 @@ class PrepareCommunication(ppl.Pass):
         if not found:
             return None
         check_placement(sdfg)
+        if self.early_puts or self.hide_waits:
+            FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})  # a stencil is one map
+            sdfg.simplify()
         if self.early_puts:
-            SplitForEarlyPuts().apply_pass(sdfg, {})
-            found = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, _COMM)]
+            split = SplitForEarlyPuts()
+            split.fuse_first = False
+            split.apply_pass(sdfg, {})
+        if self.hide_waits:
+            HideWaits().apply_pass(sdfg, {})
+        found = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, _COMM)]
         PlaceOnSymmetricHeap().apply_pass(sdfg, {})
         assign_blocks(sdfg)
         mark_hidden(sdfg)

@@ -69,40 +69,6 @@ __host__ __device__ inline unsigned int lane_part(unsigned int k, unsigned int p
     return CPUFREE_LANES_FROM_END ? parts - 1 - k : k;
 }
 
-// A balanced grid step (codegen/balance.py): `body(f)` for f in [0, n), in chunks of `chunk` consecutive
-// indices handed out to the blocks in the order they ask (`next`: the step's counter, 0 between rounds). A
-// block asks for its next chunk while it runs the current one. Every block asks until it is refused once, so
-// a round makes exactly chunks + gridDim.x asks and the last of them resets the counter; the step must not
-// run again before a grid sync (balance.py checks that one separates its runs).
-#ifndef CPUFREE_BALANCE_PER_THREAD
-#define CPUFREE_BALANCE_PER_THREAD 1  // chunk = this many indices per thread of the block
-#endif
-#if !defined(CPUFREE_EMULATE)
-template <typename F> __device__ __forceinline__ void balanced(unsigned int *next, long long n, F &&body) {
-    __shared__ unsigned int granted[2];  // double-buffered: thread 0 writes one while the block reads the other
-    const long long chunk = (long long)blockDim.x * CPUFREE_BALANCE_PER_THREAD;
-    const unsigned int chunks = (unsigned int)((n + chunk - 1) / chunk);
-    if (threadIdx.x == 0) granted[0] = atomicAdd(next, 1u);
-    __syncthreads();
-    unsigned int c = granted[0], slot = 0;
-    while (c < chunks) {
-        unsigned int ahead = 0;
-        if (threadIdx.x == 0) ahead = atomicAdd(next, 1u);  // its latency overlaps this chunk
-        const long long end = min_<long long>(n, (long long)(c + 1) * chunk);
-        for (long long f = (long long)c * chunk + threadIdx.x; f < end; f += blockDim.x) body(f);
-        slot ^= 1u;
-        if (threadIdx.x == 0) granted[slot] = ahead;
-        __syncthreads();
-        c = granted[slot];
-    }
-    if (threadIdx.x == 0 && c == chunks + gridDim.x - 1) atomicExch(next, 0u);  // the round's last ask
-}
-#else
-template <typename F> inline void balanced(unsigned int *, long long n, F &&body) {
-    for (long long f = 0; f < n; ++f) body(f);
-}
-#endif
-
 
 // Reduction operators of write-conflict resolution (DaCe's WCR), by kind.
 enum class Op { Sum, Product, Min, Max, Custom };

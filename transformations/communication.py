@@ -296,9 +296,9 @@ class PrepareCommunication(ppl.Pass):
 
     hide_waits = Property(
         dtype=bool,
-        default=True,
+        default=False,
         desc="Run the last part of a map followed by waits after them (HideWaits); default from "
-        "DACE_CPUFREE_HIDE_WAITS (0: off)",
+        "DACE_CPUFREE_HIDE_WAITS (K > 0: on, the last 1/K of the map; unset or 0: off)",
         category="General",
     )
 

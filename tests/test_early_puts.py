@@ -4,10 +4,10 @@ the results on GPUs are in test_multigpu.py (plain forms on 2 and 4 GPUs against
 
 import dace
 import pytest
-from dace.sdfg import nodes
 from dace_cpufree.codegen.syncs import _apart, _disjoint
 from dace_cpufree.frontend import Putmem
 from dace_cpufree.transformations.early_puts import _pieces
+from kernel_steps import step_order, top_maps
 
 import dace_cpufree
 from dace_cpufree import nvshmem
@@ -54,40 +54,14 @@ def _put_of_everything(
             nvshmem.SignalWait(flags[0], t)
 
 
-def _maps(sdfg) -> list:
-    return [
-        str(n.map.range)
-        for n, st in sdfg.all_nodes_recursive()
-        if isinstance(n, nodes.MapEntry) and st.entry_node(n) is None
-    ]
-
-
-def _order(code: str) -> list[str]:
-    """The kernel's steps and grid syncs in order, one word each."""
-    out = []
-    for line in code[code.index("__global__") : code.index("// ---- host launcher")].split("\n"):
-        s = line.strip()
-        if s == "__grid.sync();":
-            out.append("GRID")
-        elif s.startswith("// map"):
-            out.append("map")
-        elif s.startswith("// tasklet putmem"):
-            out.append("put")
-        elif s.startswith("// tasklet signal_wait"):
-            out.append("wait")
-        elif s.startswith("// copy __cpufree_halo"):
-            out.append("unpack")
-    return out
-
-
 def test_a_map_followed_by_a_put_of_its_edge_is_split_and_the_put_staged():
     """The face (i = 0) before the put, the interior (1 .. N-3) after it; the put goes into a contiguous
     buffer of its own, copied into B[N-1] right after the wait, which now guards the buffer: a block barrier
     between them, no grid sync (sizes compiled in, so that the regions can be told apart)."""
     sdfg = dace_cpufree.persistent_sdfg(_one_face)
-    assert _maps(sdfg) == ["0", "1:N - 2"]  # the face, the interior (the copy A <- B is no map)
+    assert top_maps(sdfg) == ["0", "1:N - 2"]  # the face, the interior (the copy A <- B is no map)
     code = dace_cpufree.generate_code(_one_face, shmem_transport="p2p", symbols=dict(N=34))
-    assert _order(code) == ["GRID", "map", "GRID", "put", "map", "wait", "unpack", "GRID"]
+    assert step_order(code) == ["GRID", "map", "GRID", "put", "map", "wait", "unpack", "GRID"]
     assert "double* _dest = &__cpufree_halo_B[0];" in code
     assert "double* _guard0 = &__cpufree_halo_B[0];" in code
     unpack = code.index("// copy __cpufree_halo_B -> B")
@@ -97,13 +71,13 @@ def test_a_map_followed_by_a_put_of_its_edge_is_split_and_the_put_staged():
 
 def test_the_interior_stays_whole_when_it_reads_where_puts_land():
     sdfg = dace_cpufree.persistent_sdfg(_interior_reads_landing)
-    assert _maps(sdfg) == ["0:N - 2"]
+    assert top_maps(sdfg) == ["0:N - 2"]
     assert "__cpufree_halo" not in dace_cpufree.generate_code(_interior_reads_landing, shmem_transport="p2p")
 
 
 def test_a_put_of_more_than_a_face_leaves_the_map_whole():
     sdfg = dace_cpufree.persistent_sdfg(_put_of_everything)
-    assert _maps(sdfg) == ["0:N - 2"]
+    assert top_maps(sdfg) == ["0:N - 2"]
 
 
 def test_early_puts_can_be_turned_off(monkeypatch):
@@ -111,7 +85,7 @@ def test_early_puts_can_be_turned_off(monkeypatch):
 
     monkeypatch.setenv("DACE_CPUFREE_EARLY_PUTS", "0")
     sdfg = dace_cpufree.persistent_sdfg(jacobi_3d.plain, symbols=dict(LX=34, N=34))
-    assert _maps(sdfg) == ["0:32, 0:32, 0:32"] * 2
+    assert top_maps(sdfg) == ["0:32, 0:32, 0:32"] * 2
     assert not any(n.startswith("__cpufree_halo") for n in sdfg.arrays)
 
 
@@ -122,7 +96,7 @@ def test_jacobi_3d_plain_edge_planes_first_interior_while_they_travel():
 
     code = dace_cpufree.generate_code(jacobi_3d.plain, symbols=dict(LX=34, N=34), shmem_transport="p2p")
     half = ["GRID", "map", "GRID", "put", "put", "map", "wait", "unpack", "wait", "unpack"]
-    assert _order(code) == half * 2
+    assert step_order(code) == half * 2
     assert code.count("const long long __i0 = 0 + __r * (31);") == 2  # planes 1 and 32: one step from 0 to 31
     assert code.count("blocks_for(__n, __parts, CPUFREE_P2P_PER_THREAD_HIDDEN)") == 4
     for name in ("__cpufree_halo_A", "__cpufree_halo_A_0", "__cpufree_halo_B", "__cpufree_halo_B_0"):
@@ -138,7 +112,7 @@ def test_jacobi_2d_plain_rows_and_columns_first_without_a_sync_between_them():
 
     src = dace_cpufree.kernel_source(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
     half = ["GRID", "map", "map", "GRID", "put", "put", "put", "put", "map"] + ["wait", "unpack"] * 4
-    assert _order(src.code) == half * 2
+    assert step_order(src.code) == half * 2
     assert src.grid_syncs == 4
 
 
@@ -147,7 +121,7 @@ def test_symbolic_sizes_keep_opposite_faces_apart():
     from npbench_runs.multigpu import jacobi_3d
 
     sdfg = dace_cpufree.persistent_sdfg(jacobi_3d.plain)
-    ranges = _maps(sdfg)
+    ranges = top_maps(sdfg)
     assert ranges.count("0, 0:N - 2, 0:N - 2") == 2 and ranges.count("LX - 3, 0:N - 2, 0:N - 2") == 2
     assert ranges.count("1:LX - 3, 0:N - 2, 0:N - 2") == 2
     puts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]
@@ -203,5 +177,5 @@ def test_no_split_when_a_put_cannot_be_staged():
     """Without a buffer the put would store into the halo while the receiver streams its interior (measured
     slow, session 9): the map stays whole."""
     sdfg = dace_cpufree.persistent_sdfg(_two_puts_one_flag)
-    assert _maps(sdfg) == ["0:N - 2"]
+    assert top_maps(sdfg) == ["0:N - 2"]
     assert not any(n.startswith("__cpufree_halo") for n in sdfg.arrays)

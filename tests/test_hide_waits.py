@@ -3,8 +3,8 @@ after them. CPU tests of the SDFG and the generated code; results on GPUs in tes
 
 import dace
 import pytest
-from dace.sdfg import nodes
 from dace_cpufree.transformations import hide_waits
+from kernel_steps import step_order, top_maps
 
 import dace_cpufree
 from dace_cpufree import nvshmem
@@ -43,33 +43,6 @@ def _copy_reads_the_tail(
         C[0:4] = B[N - 5 : N - 1]
 
 
-def _maps(sdfg) -> list:
-    return [
-        str(n.map.range)
-        for n, st in sdfg.all_nodes_recursive()
-        if isinstance(n, nodes.MapEntry) and st.entry_node(n) is None
-    ]
-
-
-def _order(code: str) -> list[str]:
-    out = []
-    for line in code[code.index("__global__") : code.index("// ---- host launcher")].split("\n"):
-        s = line.strip()
-        if s == "__grid.sync();":
-            out.append("GRID")
-        elif s == "__syncthreads();" and out and out[-1] in ("wait", "BAR"):
-            out.append("BAR")
-        elif s.startswith("// map"):
-            out.append("map")
-        elif s.startswith("// tasklet putmem"):
-            out.append("put")
-        elif s.startswith("// tasklet signal_wait"):
-            out.append("wait")
-        elif s.startswith("// copy"):
-            out.append("copy")
-    return out
-
-
 @pytest.fixture
 def on(monkeypatch):
     monkeypatch.setenv(hide_waits.ENV, "8")
@@ -77,25 +50,25 @@ def on(monkeypatch):
 
 def test_off_by_default(monkeypatch):
     monkeypatch.delenv(hide_waits.ENV, raising=False)
-    assert _maps(dace_cpufree.persistent_sdfg(_tail_commutes, symbols=dict(N=34))) == ["0:32"]
+    assert top_maps(dace_cpufree.persistent_sdfg(_tail_commutes, symbols=dict(N=34))) == ["0:32"]
 
 
 def test_the_tail_runs_after_the_wait_and_the_copy(on):
     """32 cells: the first 28 before the wait, the last 4 (1/8) after the copy of the halo, with no grid sync
     between the copy and the tail (they touch disjoint data)."""
-    assert _maps(dace_cpufree.persistent_sdfg(_tail_commutes, symbols=dict(N=34))) == ["0:28", "28:32"]
+    assert top_maps(dace_cpufree.persistent_sdfg(_tail_commutes, symbols=dict(N=34))) == ["0:28", "28:32"]
     code = dace_cpufree.generate_code(_tail_commutes, shmem_transport="p2p", symbols=dict(N=34))
-    order = _order(code)
+    order = step_order(code, copies="// copy", barriers=True)
     tail = len(order) - 1 - order[::-1].index("map")
-    assert order[tail - 4 : tail + 1] == ["map", "wait", "BAR", "copy", "map"], order
+    assert order[tail - 4 : tail + 1] == ["map", "wait", "BAR", "unpack", "map"], order
 
 
 def test_the_map_stays_whole_when_a_copy_after_the_wait_reads_its_tail(on):
-    assert _maps(dace_cpufree.persistent_sdfg(_copy_reads_the_tail, symbols=dict(N=34))) == ["0:32"]
+    assert top_maps(dace_cpufree.persistent_sdfg(_copy_reads_the_tail, symbols=dict(N=34))) == ["0:32"]
 
 
 def test_symbolic_extents_are_left_whole(on):
-    assert _maps(dace_cpufree.persistent_sdfg(_tail_commutes)) == ["0:N - 2"]
+    assert top_maps(dace_cpufree.persistent_sdfg(_tail_commutes)) == ["0:N - 2"]
 
 
 def test_a_bad_setting_is_named(monkeypatch):
@@ -114,9 +87,10 @@ def test_jacobi_3d_interior_tail_after_the_unpacking(on, form):
     src = dace_cpufree.kernel_source(getattr(jacobi_3d, form), symbols=sizes, shmem_transport="p2p")
     assert src.code.count("cpufree::max_<long long>(0, 55);") == 2
     assert src.code.count("cpufree::max_<long long>(0, 7);") == 2
-    half = _order(src.code)[-12:] if form == "overlapped" else _order(src.code)[-13:]
+    order = step_order(src.code, copies="// copy", barriers=True)
+    half = order[-12:] if form == "overlapped" else order[-13:]
     assert half[-1] == "map" and half.count("GRID") == 2, half
-    assert "copy" in half[half.index("wait") :] and half[half.index("wait") :].count("GRID") == 0, half
+    assert "unpack" in half[half.index("wait") :] and half[half.index("wait") :].count("GRID") == 0, half
 
 
 def test_puts_take_the_last_blocks_of_their_lanes():

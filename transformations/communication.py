@@ -35,16 +35,16 @@ from dace.properties import Property, make_properties
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
-from dace.transformation.passes import FullMapFusion
 from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.frontend.putmem import location, put_layout
 from dace_cpufree.frontend.shmem_api import APIS, TRANSPORTS, implementation, transport_choice
 
 from dace_cpufree.errors import NotPersistableError
 
-from . import hide_waits as _hide
-from .early_puts import SplitForEarlyPuts, enabled_by_default
+from .early_puts import SplitForEarlyPuts, fuse_maps
+from .early_puts import enabled_by_default as early_puts_by_default
 from .hide_waits import HideWaits
+from .hide_waits import enabled_by_default as hide_waits_by_default
 from .program_order import linear_states, nodes_after
 from .symmetric import PlaceOnSymmetricHeap
 
@@ -293,7 +293,6 @@ class PrepareCommunication(ppl.Pass):
         "default from DACE_CPUFREE_EARLY_PUTS (0: off)",
         category="General",
     )
-
     hide_waits = Property(
         dtype=bool,
         default=False,
@@ -310,8 +309,8 @@ class PrepareCommunication(ppl.Pass):
         hide_waits: bool | None = None,
     ):
         super().__init__()
-        self.early_puts = enabled_by_default() if early_puts is None else early_puts
-        self.hide_waits = _hide.enabled_by_default() if hide_waits is None else hide_waits
+        self.early_puts = early_puts_by_default() if early_puts is None else early_puts
+        self.hide_waits = hide_waits_by_default() if hide_waits is None else hide_waits
         self.transport = transport_choice(transport)
         self._implementation = implementation(backend, self.transport)  # raises on an unknown backend
         self.backend = backend
@@ -328,8 +327,7 @@ class PrepareCommunication(ppl.Pass):
             return None
         check_placement(sdfg)
         if self.early_puts or self.hide_waits:
-            FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})  # a stencil is one map
-            sdfg.simplify()
+            fuse_maps(sdfg)  # once, for both passes: a stencil is one map
         if self.early_puts:
             split = SplitForEarlyPuts()
             split.fuse_first = False

@@ -31,12 +31,14 @@ import sympy
 from dace import subsets
 from dace.properties import Property, make_properties
 from dace.sdfg import nodes, propagation
-from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
+from dace.sdfg.state import ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
 from dace.transformation.passes import FullMapFusion
 from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.frontend.arguments import Region
 from dace_cpufree.frontend.putmem import _edge
+
+from .program_order import states_of, straight_after
 
 ENV = "DACE_CPUFREE_EARLY_PUTS"
 
@@ -48,13 +50,7 @@ def enabled_by_default() -> bool:
 
 def _puts_of(block) -> list[tuple[Putmem, dace.SDFGState]] | None:
     """The puts in ``block`` when it holds nothing else (a state, or a conditional of such states)."""
-    states = [block] if isinstance(block, dace.SDFGState) else None
-    if isinstance(block, ConditionalBlock):
-        states = []
-        for _, body in block.branches:
-            if not all(isinstance(b, dace.SDFGState) for b in body.nodes()):
-                return None
-            states += body.nodes()
+    states = states_of(block)
     if states is None:
         return None
     found = []
@@ -65,6 +61,13 @@ def _puts_of(block) -> list[tuple[Putmem, dace.SDFGState]] | None:
             elif not isinstance(n, nodes.AccessNode):
                 return None
     return found or None
+
+
+def fuse_maps(sdfg: dace.SDFG) -> None:
+    """Fuses producer/consumer maps (as :class:`~dace_cpufree.transformations.FusePersistentKernel` does), so
+    that a stencil written as NumPy expressions is one map."""
+    FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
+    sdfg.simplify()
 
 
 def _the_map(state: dace.SDFGState) -> nodes.MapEntry | None:
@@ -163,15 +166,29 @@ def _set_range(state: dace.SDFGState, rng: list) -> None:
     propagation.propagate_memlets_state(state.sdfg, state)
 
 
+def accesses(state: dace.SDFGState) -> list[tuple[str, str, subsets.Subset | None]]:
+    """``(container, "R"/"W", subset)`` of every memlet that reads or writes an access node of ``state``
+    (``None``: the subset is not known, the whole container)."""
+    out = []
+    for e in state.edges():
+        if e.data.is_empty():
+            continue
+        if isinstance(e.src, nodes.AccessNode):
+            sub = e.data.subset if e.data.data == e.src.data else e.data.other_subset
+            out.append((e.src.data, "R", sub))
+        if isinstance(e.dst, nodes.AccessNode):
+            sub = e.data.subset if e.data.data == e.dst.data else e.data.other_subset
+            out.append((e.dst.data, "W", sub))
+    return out
+
+
 def _touches(state: dace.SDFGState, landing: list) -> bool:
     """Whether anything the state reads or writes may overlap a region where remote puts land."""
-    for e in state.edges():
-        if e.data.is_empty() or not (isinstance(e.src, nodes.AccessNode) or isinstance(e.dst, nodes.AccessNode)):
-            continue
-        for name, sub in landing:
-            if e.data.data == name and subsets.intersects(e.data.subset, sub) is not False:
-                return True
-    return False
+    return any(
+        name == data and (sub is None or subsets.intersects(sub, region) is not False)
+        for data, _, sub in accesses(state)
+        for name, region in landing
+    )
 
 
 def _clone(region: ControlFlowRegion, template: dace.SDFGState, after, label: str, rng: list) -> dace.SDFGState:
@@ -324,19 +341,14 @@ class SplitForEarlyPuts(ppl.Pass):
         if not puts:
             return None
         if self.fuse_first:
-            FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
-            sdfg.simplify()
+            fuse_maps(sdfg)
             puts = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]
         landing = [(e.data.data, e.data.subset) for p, s in puts for e in s.out_edges_by_connector(p, "_dest")]
         done = 0
         for region in list(sdfg.all_control_flow_regions()):
             for state in [b for b in region.nodes() if isinstance(b, dace.SDFGState)]:
-                following, block, last = [], state, None
-                while region.out_degree(block) == 1:
-                    edge = region.out_edges(block)[0]
-                    if not edge.data.is_unconditional() or edge.data.assignments:
-                        break
-                    block = edge.dst
+                following, last = [], None
+                for block in straight_after(region, state):
                     found = _puts_of(block)
                     if found is None:
                         break

@@ -28,7 +28,8 @@ from dace.sdfg.state import ConditionalBlock
 from dace.transformation import pass_pipeline as ppl
 from dace_cpufree.frontend import SignalWait
 
-from .early_puts import _clone, _set_range, _the_map
+from .early_puts import _clone, _set_range, _the_map, accesses
+from .program_order import states_of, straight_after
 
 ENV = "DACE_CPUFREE_HIDE_WAITS"
 
@@ -53,20 +54,6 @@ def enabled_by_default() -> bool:
     return tail_parts() != 0
 
 
-def _states_of(block) -> list[dace.SDFGState] | None:
-    """The states of ``block`` (a state, or a conditional of states), or None for anything else."""
-    if isinstance(block, dace.SDFGState):
-        return [block]
-    if not isinstance(block, ConditionalBlock):
-        return None
-    states = []
-    for _, body in block.branches:
-        if not all(isinstance(b, dace.SDFGState) for b in body.nodes()):
-            return None
-        states += body.nodes()
-    return states
-
-
 def _waits_and_copies(states: list[dace.SDFGState]) -> bool | None:
     """Whether the states hold a wait (True), only copies (False), or anything else (None)."""
     waits = False
@@ -77,22 +64,6 @@ def _waits_and_copies(states: list[dace.SDFGState]) -> bool | None:
             elif not isinstance(n, nodes.AccessNode):
                 return None
     return waits
-
-
-def accesses(state: dace.SDFGState) -> list[tuple[str, str, subsets.Subset | None]]:
-    """``(container, "R"/"W", subset)`` of every memlet that reads or writes an access node of ``state``
-    (``None``: the subset is not known, the whole container)."""
-    out = []
-    for e in state.edges():
-        if e.data.is_empty():
-            continue
-        if isinstance(e.src, nodes.AccessNode):
-            sub = e.data.subset if e.data.data == e.src.data else e.data.other_subset
-            out.append((e.src.data, "R", sub))
-        if isinstance(e.dst, nodes.AccessNode):
-            sub = e.data.subset if e.data.data == e.dst.data else e.data.other_subset
-            out.append((e.dst.data, "W", sub))
-    return out
 
 
 def _conflict(a: list, b: list) -> bool:
@@ -130,7 +101,7 @@ def hide_waits(sdfg: dace.SDFG, state: dace.SDFGState, chain: list, last, parts:
         if isinstance(block, ConditionalBlock):
             if any(c is not None and written & {str(s) for s in c.get_free_symbols()} for c, _ in block.branches):
                 return False  # a branch decided by data the tail writes
-        if _conflict(mine, [a for st in _states_of(block) for a in accesses(st)]):
+        if _conflict(mine, [a for st in states_of(block) for a in accesses(st)]):
             return False
     _clone(state.parent_graph, state, last, f"{state.label}_tail", tail)
     _set_range(state, [(lo, hi - width, 1)] + rng[1:])
@@ -145,7 +116,7 @@ class HideWaits(ppl.Pass):
     Preconditions: the map's first parameter has a constant extent of at least :data:`MIN_EXTENT`; its tail
     (the last :data:`TAIL`-th of that extent) neither reads nor writes what those blocks write, nor writes
     what they read. Effect: the map keeps the head of its range; a new state after the last of those blocks
-    runs the tail. Run after the maps are fused (:class:`PrepareCommunication` does).
+    runs the tail. Run after the maps are fused (:func:`~.early_puts.fuse_maps`; :class:`PrepareCommunication` does).
     """
 
     CATEGORY = "dace-cpufree"
@@ -166,16 +137,12 @@ class HideWaits(ppl.Pass):
             for state in [b for b in region.nodes() if isinstance(b, dace.SDFGState)]:
                 if _the_map(state) is None:
                     continue
-                chain, block, waits = [], state, False
-                while region.out_degree(block) == 1:
-                    edge = region.out_edges(block)[0]
-                    if not edge.data.is_unconditional() or edge.data.assignments:
-                        break
-                    states = _states_of(edge.dst)
+                chain, waits = [], False
+                for block in straight_after(region, state):
+                    states = states_of(block)
                     kind = None if states is None else _waits_and_copies(states)
                     if kind is None:
                         break
-                    block = edge.dst
                     chain.append(block)
                     waits = waits or kind
                 if waits and hide_waits(sdfg, state, chain, chain[-1], self.parts):

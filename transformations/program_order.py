@@ -80,3 +80,29 @@ def nodes_after(sdfg: dace.SDFG, state: SDFGState, node: nodes.Node) -> Iterator
 def _all(state: SDFGState) -> Iterator[tuple[SDFGState, nodes.Node]]:
     for n in dace.sdfg.utils.dfs_topological_sort(state):
         yield state, n
+
+
+def straight_after(region: ControlFlowRegion, block) -> Iterator:
+    """The blocks that follow ``block`` in ``region`` one after the other, each the only successor of the one
+    before over an unconditional edge without assignments (the run ends at the first that is not)."""
+    while region.out_degree(block) == 1:
+        edge = region.out_edges(block)[0]
+        if not edge.data.is_unconditional() or edge.data.assignments:
+            return
+        block = edge.dst
+        yield block
+
+
+def states_of(block) -> list[SDFGState] | None:
+    """The states of ``block``: itself, or every state of a conditional whose branches hold only states;
+    None for anything else."""
+    if isinstance(block, SDFGState):
+        return [block]
+    if not isinstance(block, ConditionalBlock):
+        return None
+    states = []
+    for _, body in block.branches:
+        if not all(isinstance(b, SDFGState) for b in body.nodes()):
+            return None
+        states += body.nodes()
+    return states

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import dace
 
+from dace_cpufree.errors import CpufreeError
+
 from . import ir
 from .captures import apart, pass_pointers
 from .context import KernelContext, symbol_ctype
@@ -22,7 +24,7 @@ KERNEL_TEMPLATE = """\
 // kernel, launched once; loops, steps and grid synchronisations all run on the device.
 #include <cpufree/runtime.cuh>
 
-__global__ void {bounds}{kernel}({params})
+{globals}__global__ void {bounds}{kernel}({params})
 {{
     cg::grid_group __grid = cg::this_grid();
     const long long __tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -51,6 +53,35 @@ class KernelSource:
     items: int  # work items (maps, copies, tasklets)
     dialect: Dialect
     steps: list = None  # (label, strategy, sync before) per work item, in program order
+    step_labels: list = None  # with step timing (DACE_CPUFREE_STEP_TIMES=1): the segments' names, in mark order
+
+
+#: ``DACE_CPUFREE_STEP_TIMES=1``: kernels are built with step timing (see :func:`step_times_requested`).
+STEP_TIMES_ENV = "DACE_CPUFREE_STEP_TIMES"
+
+STEP_TIMES_HOST = """
+// ---- step timing (DACE_CPUFREE_STEP_TIMES=1) ------------------------------------------------------------
+extern "C" int cpufree_step_segments() {{ return {n}; }}
+// Copies the rows of the first `blocks` blocks of the last launch (each: {n} segment sums in cycles, then
+// the block's elapsed ns and cycles) to `out`; returns how many rows it copied, or -1.
+extern "C" int cpufree_step_times_read(unsigned long long *out, int blocks) {{
+    if (blocks > CPUFREE_TIMES_BLOCKS) blocks = CPUFREE_TIMES_BLOCKS;
+    if (blocks < 1) return 0;
+    const size_t bytes = sizeof(unsigned long long) * ({n} + 2) * (size_t)blocks;
+    return cudaMemcpyFromSymbol(out, cpufree_step_times, bytes) == cudaSuccess ? blocks : -1;
+}}
+"""
+
+
+def step_times_requested() -> bool:
+    """Whether ``DACE_CPUFREE_STEP_TIMES`` asks for step timing: thread 0 of every block reads its clock at each
+    grid sync, block barrier and step of the kernel and sums the cycles per segment in shared memory
+    (``cpufree::StepTimes``); :meth:`~dace_cpufree.runtime.PersistentProgram.step_times` reads them after a
+    run. For finding where a step's time goes, block by block; the marks cost a few cycles each."""
+    value = os.environ.get(STEP_TIMES_ENV, "").strip() or "0"
+    if value not in ("0", "1"):
+        raise CpufreeError(f"{STEP_TIMES_ENV}={value!r}: expected 1 (time the kernel's steps) or 0 (off)")
+    return value == "1"
 
 
 def _apart(item: ir.Item) -> list[str]:
@@ -75,10 +106,28 @@ class Printer:
     cost more than they save (NPBench S on an H200, inlined vs apart: vadv 0.40 vs 0.66 ms, fdtd_2d 0.19 vs
     0.24, cg_residual 64 vs 77)."""
 
-    def __init__(self, steps_apart: bool = False):
+    def __init__(self, steps_apart: bool = False, timed: bool = False):
         self.labels = 0
         self.loops = 0  # loops around the node being printed
         self.steps_apart = steps_apart
+        self.timed = timed
+        #: with ``timed``, the name of each segment a mark closes (segment 0: the control flow between steps)
+        self.segments = ["between steps"] if timed else []
+
+    def _mark(self, label: str) -> list[str]:
+        """A mark closing a segment named ``label`` (``timed`` only)."""
+        if not self.timed:
+            return []
+        self.segments.append(label)
+        return [f"__cpufree_times.mark({len(self.segments) - 1});"]
+
+    def _between(self) -> list[str]:
+        return ["__cpufree_times.mark(0);"] if self.timed else []
+
+    def _synced(self, sync: str, label: str) -> list[str]:
+        """``sync`` (a grid sync or block barrier), timed on its own when ``timed``."""
+        kind = "grid sync" if "grid" in sync else "block barrier"
+        return self._between() + [sync] + self._mark(f"{kind} before {label}")
 
     def node(self, node, depth: int) -> list[str]:
         if isinstance(node, ir.Item):
@@ -96,17 +145,23 @@ class Printer:
         raise TypeError(node)
 
     def item(self, item: ir.Item, depth: int) -> list[str]:
-        lines = ["__grid.sync();"] if item.sync_before else ["__syncthreads();"] if item.bar_before else []
-        if item.executor != ir.Executor.EVERY:
-            lines.append(f"// {item.label}")
-        return _pad(lines + (_apart(item) if self.steps_apart and self.loops else item.code), depth)
+        if item.sync_before:
+            lines = self._synced("__grid.sync();", item.label)
+        elif item.bar_before:
+            lines = self._synced("__syncthreads();", item.label)
+        else:
+            lines = self._between() if item.executor != ir.Executor.EVERY else []
+        code = _apart(item) if self.steps_apart and self.loops else item.code
+        if item.executor == ir.Executor.EVERY:
+            return _pad(lines + code, depth)  # per-thread scalar code: timed with the control flow
+        return _pad(lines + [f"// {item.label}"] + code + self._mark(item.label), depth)
 
     @staticmethod
     def _expr(item: ir.Item | None) -> str:
         return "" if item is None else " ".join(item.code).rstrip(";")
 
     def _sync(self, item: ir.Item | None, depth: int) -> list[str]:
-        return _pad(["__grid.sync();"], depth) if item is not None and item.sync_before else []
+        return _pad(self._synced("__grid.sync();", item.label), depth) if item is not None and item.sync_before else []
 
     def loop(self, loop: ir.Loop, depth: int) -> list[str]:
         self.loops += 1
@@ -136,9 +191,9 @@ class Printer:
     def branch(self, branch: ir.Branch, depth: int) -> list[str]:
         out = []
         if any(c is not None and c.sync_before for c in branch.conds):
-            out += _pad(["__grid.sync();"], depth)
+            out += _pad(self._synced("__grid.sync();", "a branch"), depth)
         elif any(c is not None and c.bar_before for c in branch.conds):
-            out += _pad(["__syncthreads();"], depth)
+            out += _pad(self._synced("__syncthreads();", "a branch"), depth)
         for k, (cond, body) in enumerate(zip(branch.conds, branch.bodies)):
             if cond is None:
                 head = "} else {" if k else "{"
@@ -186,9 +241,25 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
         i.executor in (ir.Executor.BLOCK, ir.Executor.BLOCKS, ir.Executor.THREAD, ir.Executor.EACH)
         for i in ir.items(root)
     )
-    body = Printer(communicates and os.environ.get("DACE_CPUFREE_INLINE_STEPS", "0") != "1").node(root, 1)
+    timed = step_times_requested()
+    if timed and dialect.name != "cuda":
+        raise CpufreeError(
+            f"step timing ({STEP_TIMES_ENV}=1) reads CUDA's %globaltimer and has no {dialect.name} version. "
+            f"Fix: unset {STEP_TIMES_ENV} for {dialect.name} builds."
+        )
+    printer = Printer(communicates and os.environ.get("DACE_CPUFREE_INLINE_STEPS", "0") != "1", timed)
+    body = printer.node(root, 1)
     body = pass_pointers(body, {a.name: a.decl for a in args if a.kind in ("array", "workspace")})
+    nseg = len(printer.segments)
+    if timed:
+        body = [
+            f"    __shared__ unsigned long long __cpufree_seg[{nseg}];",
+            f"    cpufree::StepTimes<{nseg}> __cpufree_times(__cpufree_seg, cpufree_step_times);",
+        ] + body
     code = KERNEL_TEMPLATE.format(
+        globals=f"__device__ unsigned long long cpufree_step_times[CPUFREE_TIMES_BLOCKS][{nseg} + 2];\n\n"
+        if timed
+        else "",
         sdfg=sdfg.name,
         bounds="CPUFREE_FULL_BLOCKS " if any(DIRECT_STORES in line for line in body) else "",
         kernel=kernel,
@@ -209,6 +280,8 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
         workspace_bind=ws_bind,
         args=", ".join(f"(void *)&{a.name}" for a in args),
     )
+    if timed:
+        code += STEP_TIMES_HOST.format(n=nseg)
     code = dialect.translate(code)
     work = [i for i in items if i.executor != ir.Executor.EVERY]
     steps = [
@@ -219,4 +292,5 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
         )
         for i in work
     ]
-    return KernelSource(code, kernel, args, code.count("__grid.sync();"), len(work), dialect, steps)
+    labels = printer.segments if timed else None
+    return KernelSource(code, kernel, args, code.count("__grid.sync();"), len(work), dialect, steps, labels)

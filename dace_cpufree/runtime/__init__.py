@@ -1,6 +1,6 @@
 """Host runtime of dace-cpufree: building generated code and calling it."""
 
 from .build import BACKENDS, build, cuda_arch, find_nvcc, gpu_count
-from .program import PersistentProgram
+from .program import PersistentProgram, StepTimes
 
-__all__ = ["BACKENDS", "PersistentProgram", "build", "cuda_arch", "find_nvcc", "gpu_count"]
+__all__ = ["BACKENDS", "PersistentProgram", "StepTimes", "build", "cuda_arch", "find_nvcc", "gpu_count"]

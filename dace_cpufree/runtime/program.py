@@ -10,7 +10,7 @@ import dace
 import numpy as np
 from dace import data as dt
 
-from dace_cpufree.errors import ArgumentError, LaunchError
+from dace_cpufree.errors import ArgumentError, CpufreeError, LaunchError
 from dace_cpufree.frontend.pe import N_PES_SYMBOL, PE_SYMBOL
 from dace_cpufree.transformations.symmetric import is_symmetric
 
@@ -23,6 +23,36 @@ class _Bound:
     host: np.ndarray | None = None  # a NumPy array copied to the device and back
     device: int | None = None  # device buffer owned by this call
     back: tuple[int, int, int] | None = None  # (destination, symmetric buffer, bytes) copied back after the run
+
+
+@dataclass
+class StepTimes:
+    """Where the last launch's time went, block by block (a kernel built with ``DACE_CPUFREE_STEP_TIMES=1``).
+
+    :ivar labels: the segments, in the order of their marks in the kernel: 0 is the control flow between
+                  steps (loop tests, skipped branches, per-thread scalars); then each grid sync or block
+                  barrier, and each step (map, copy, tasklet, communication) that follows it.
+    :ivar us: ``blocks x segments``: µs that thread 0 of each block spent in each segment, summed over the
+              whole launch (over all time steps). A step's time ends when thread 0 is done with it; its
+              block's other warps may still be at work, and then the next block barrier or grid sync waits.
+    :ivar elapsed_us: per block, µs from its first mark to its end (its clock's own ns per cycle converts).
+    """
+
+    labels: list
+    us: np.ndarray
+    elapsed_us: np.ndarray
+
+    def table(self, per: int = 1) -> str:
+        """A line per segment that took time: its number, name, and the minimum, mean and maximum over the
+        blocks, in µs divided by ``per`` (e.g. the number of time steps)."""
+        lines = [f"{'seg':>3}  {'segment':<48} {'min':>9} {'mean':>9} {'max':>9}  (us / {per}, {len(self.us)} blocks)"]
+        for k, label in enumerate(self.labels):
+            col = self.us[:, k] / per
+            if col.max() > 0:
+                lines.append(f"{k:3d}  {label[:48]:<48} {col.min():9.2f} {col.mean():9.2f} {col.max():9.2f}")
+        total = self.elapsed_us / per
+        lines.append(f"{'':3}  {'elapsed':<48} {total.min():9.2f} {total.mean():9.2f} {total.max():9.2f}")
+        return "\n".join(lines)
 
 
 def _device_pointer(value) -> int | None:
@@ -91,6 +121,29 @@ class PersistentProgram:
         buf = ctypes.create_string_buffer(256)
         self._check(self._lib.cpufree_device_name(buf, 256))
         return buf.value.decode()
+
+    def step_times(self) -> StepTimes:
+        """Per-block time of each segment of the last launch; see :class:`StepTimes`. Needs a kernel built with
+        ``DACE_CPUFREE_STEP_TIMES=1`` (CUDA, or the host emulation)."""
+        labels = getattr(self.source, "step_labels", None)
+        if not labels:
+            raise CpufreeError(
+                f"{self.sdfg.name} was built without step timing. Fix: set DACE_CPUFREE_STEP_TIMES=1 before "
+                "dace_cpufree.compile(...) (the timed build is cached apart from the plain one)."
+            )
+        grid = self.launch_config[0]
+        if grid <= 0:
+            raise CpufreeError(f"{self.sdfg.name} has not run yet. Fix: call the program once, then step_times().")
+        n = len(labels)
+        rows = np.zeros((grid, n + 2), dtype=np.uint64)
+        read = self._lib.cpufree_step_times_read
+        read.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        got = read(ctypes.c_void_p(rows.ctypes.data), grid)
+        if got < 0:
+            raise LaunchError(f"{self.sdfg.name}: copying the step times from the device failed")
+        rows = rows[:got].astype(np.float64)
+        ns, cycles = rows[:, n], np.maximum(rows[:, n + 1], 1.0)
+        return StepTimes(list(labels), rows[:, :n] * (ns / cycles)[:, None] / 1e3, ns / 1e3)
 
     def _check(self, rc: int) -> None:
         if rc != 0:

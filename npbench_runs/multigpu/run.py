@@ -85,6 +85,10 @@ def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool 
 
     a, b, ms = best(steps)
     slope_ms = best(slope_steps)[2] if slope_steps else None
+    if prog.source.step_labels:  # built with DACE_CPUFREE_STEP_TIMES=1 (--step-times): the last launch, per block
+        rank = launch_environment()[0]
+        table = prog.step_times().table(per=slope_steps or steps)
+        print("\n".join(f"[pe {rank}] {line}" for line in table.splitlines()), flush=True)
     report = {"form": form, "specialized": specialize, "timing": "kernel_event", "kernel_ms": ms}
     report["launch"] = "x".join(str(v) for v in prog.launch_config)  # blocks x threads per block
     report["transport"] = "p2p" if DIRECT_STORES in prog.source.code else "proxy"  # what the kernel was built with
@@ -171,7 +175,15 @@ def main(argv=None) -> int:
     parser.add_argument("--no-check", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--generic", action="store_true", help="cpufree: keep tile sizes symbolic (no specialisation)")
+    parser.add_argument(
+        "--step-times",
+        action="store_true",
+        help="cpufree: build with step timing (DACE_CPUFREE_STEP_TIMES=1) and print, on every PE, the last "
+        "launch's time per segment and time step (min / mean / max over the blocks; lines prefixed [pe N])",
+    )
     args = parser.parse_args(argv)
+    if args.step_times:
+        os.environ["DACE_CPUFREE_STEP_TIMES"] = "1"  # read when the program is compiled, on every rank
     t0 = time.perf_counter()
     check = not args.no_check
     report = run(

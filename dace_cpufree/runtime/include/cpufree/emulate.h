@@ -26,6 +26,12 @@ static const int warpSize = 1;
 template <typename T> inline T __ldg(const T *p) { return *p; }  // the read-only load path
 
 inline void __syncthreads() {}
+#define __shared__ static  // one block: a block's shared array is one array
+
+// Clocks (step timing, runtime.cuh's StepTimes): the host's steady clock in ns stands for both.
+inline long long clock64() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 namespace cooperative_groups {
 struct grid_group {
@@ -76,6 +82,10 @@ inline cudaError_t cudaMalloc(void **p, size_t n) { *p = std::calloc(n ? n : 1, 
 inline cudaError_t cudaFree(void *p) { std::free(p); return cudaSuccess; }
 inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { std::memcpy(d, s, n); return cudaSuccess; }
 inline cudaError_t cudaMemset(void *d, int v, size_t n) { std::memset(d, v, n); return cudaSuccess; }
+template <typename T> inline cudaError_t cudaMemcpyFromSymbol(void *d, const T &symbol, size_t n, size_t offset = 0) {
+    std::memcpy(d, reinterpret_cast<const char *>(&symbol) + offset, n);
+    return cudaSuccess;
+}
 
 template <typename K> inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int *g, int *b, K, size_t = 0, int = 0) {
     *g = 1; *b = 1; return cudaSuccess;

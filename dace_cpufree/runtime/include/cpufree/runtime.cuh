@@ -301,6 +301,55 @@ template <unsigned int Size, typename F, typename... P> inline void with_tile(lo
 template <Op op, typename Tile, typename T> inline T tile_reduce(const Tile &, T val) { return val; }
 #endif
 
+// ---- step timing (DACE_CPUFREE_STEP_TIMES=1, codegen/kernel.py) -------------------------------------------
+// Thread 0 of every block adds the clock64 cycles since its previous mark to the segment that the mark closes
+// (a grid sync, a block barrier, a step of the program, or the control flow between steps). The sums live in
+// shared memory: a mark costs a few cycles and no memory round trip (session 11's first instrumentation kept
+// them in a local array, whose misses under a stencil's load cost up to 2 us per mark and held the block's
+// other warps at the next barrier). When the kernel ends (also by a return) each block stores its sums, its
+// elapsed globaltimer ns and clock64 cycles in row blockIdx.x of `out` (blocks beyond CPUFREE_TIMES_BLOCKS
+// are not recorded); the launcher's cpufree_step_times_read copies the rows to the host.
+#ifndef CPUFREE_TIMES_BLOCKS
+#define CPUFREE_TIMES_BLOCKS 4096
+#endif
+#if defined(CPUFREE_EMULATE) || !(defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__))  // none for HIP yet
+#if defined(CPUFREE_EMULATE)
+inline unsigned long long timer_ns() { return (unsigned long long)clock64(); }
+#else
+__device__ __forceinline__ unsigned long long timer_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#endif
+template <int N> struct StepTimes {
+    unsigned long long *seg;
+    unsigned long long (*out)[N + 2];
+    long long last, c0;
+    unsigned long long t0;
+    __device__ StepTimes(unsigned long long *shared, unsigned long long (*rows)[N + 2]) : seg(shared), out(rows) {
+        for (int s = threadIdx.x; s < N; s += blockDim.x) seg[s] = 0;
+        __syncthreads();
+        last = c0 = clock64();
+        t0 = timer_ns();
+    }
+    __device__ __forceinline__ void mark(int s) {
+        if (threadIdx.x == 0) {
+            const long long now = clock64();
+            seg[s] += (unsigned long long)(now - last);
+            last = now;
+        }
+    }
+    __device__ ~StepTimes() {
+        if (threadIdx.x == 0 && blockIdx.x < CPUFREE_TIMES_BLOCKS) {
+            for (int s = 0; s < N; ++s) out[blockIdx.x][s] = seg[s];
+            out[blockIdx.x][N] = timer_ns() - t0;
+            out[blockIdx.x][N + 1] = (unsigned long long)(clock64() - c0);
+        }
+    }
+};
+#endif
+
 }  // namespace cpufree
 
 using cpufree::max_;

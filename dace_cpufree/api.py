@@ -67,9 +67,7 @@ def persistent_sdfg(
     FusePersistentKernel().apply_pass(sdfg, {})
     if scheduler not in (True, False, "all"):
         raise CpufreeError(f"scheduler={scheduler!r}. Fix: use True (reductions), 'all' (every map) or False.")
-    ScheduleThreads(tile_sizes=tile_sizes, enabled=bool(scheduler), elementwise=scheduler == "all").apply_pass(
-        sdfg, {}
-    )
+    ScheduleThreads(tile_sizes=tile_sizes, enabled=bool(scheduler), elementwise=scheduler == "all").apply_pass(sdfg, {})
     sdfg.validate()
     return sdfg
 

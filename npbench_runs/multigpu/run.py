@@ -169,7 +169,9 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument(
-        "--slope-steps", type=int, default=None,
+        "--slope-steps",
+        type=int,
+        default=None,
         help="also time this many steps: time per step is then the slope between the two runs (launch left out)",
     )
     parser.add_argument("--no-check", action="store_true")
@@ -187,8 +189,17 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     check = not args.no_check
     report = run(
-        args.program, args.form, args.n, args.steps, args.repeat, check, args.framework, args.device, args.nx,
-        not args.generic, args.slope_steps,
+        args.program,
+        args.form,
+        args.n,
+        args.steps,
+        args.repeat,
+        check,
+        args.framework,
+        args.device,
+        args.nx,
+        not args.generic,
+        args.slope_steps,
     )
     report["wall_s"] = time.perf_counter() - t0
     rank, _, _ = launch_environment()

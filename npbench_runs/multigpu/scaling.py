@@ -156,7 +156,9 @@ def main(argv=None) -> int:
     parser.add_argument("--gpus", nargs="+", type=int, default=None, help="GPU counts (default 1 2 4 8 up to present)")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument(
-        "--slope-steps", type=int, default=None,
+        "--slope-steps",
+        type=int,
+        default=None,
         help="steps of a second run per configuration (default 5 x --steps; 0: none): time per step is the slope "
         "between the two runs, which leaves out what a run pays once (launch, first touch of peer memory)",
     )
@@ -166,7 +168,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--modes", nargs="+", default=["weak", "strong"], choices=["weak", "strong"])
     parser.add_argument(
-        "--size", nargs="+", default=[], metavar="PROGRAM=N",
+        "--size",
+        nargs="+",
+        default=[],
+        metavar="PROGRAM=N",
         help="per program: the weak tile side (1 GPU) / the strong domain side, e.g. jacobi_2d=4098",
     )
     parser.add_argument("--prebuild-jobs", type=int, default=os.cpu_count() or 1, help="parallel builds of ours first")

@@ -68,7 +68,11 @@ extern "C" int cpufree_step_times_read(unsigned long long *out, int blocks) {{
     if (blocks > CPUFREE_TIMES_BLOCKS) blocks = CPUFREE_TIMES_BLOCKS;
     if (blocks < 1) return 0;
     const size_t bytes = sizeof(unsigned long long) * ({n} + 2) * (size_t)blocks;
-    return cudaMemcpyFromSymbol(out, cpufree_step_times, bytes) == cudaSuccess ? blocks : -1;
+    const cudaError_t e = cudaMemcpyFromSymbol(out, cpufree_step_times, bytes);
+    if (e == cudaSuccess) return blocks;
+    cudaGetLastError();  // not left for the next launch to report
+    cpufree_fail("reading the step times: %s", cudaGetErrorString(e));
+    return -1;
 }}
 """
 
@@ -188,12 +192,16 @@ class Printer:
             inner = body + check + update
         return init + _pad([f"// loop {loop.label}", "while (true) {"], depth) + inner + _pad(["}"], depth)
 
+    @staticmethod
+    def _branch_label(branch: ir.Branch) -> str:
+        return next((f"branch {c.label}" for c in branch.conds if c is not None), "a branch")
+
     def branch(self, branch: ir.Branch, depth: int) -> list[str]:
         out = []
         if any(c is not None and c.sync_before for c in branch.conds):
-            out += _pad(self._synced("__grid.sync();", "a branch"), depth)
+            out += _pad(self._synced("__grid.sync();", self._branch_label(branch)), depth)
         elif any(c is not None and c.bar_before for c in branch.conds):
-            out += _pad(self._synced("__syncthreads();", "a branch"), depth)
+            out += _pad(self._synced("__syncthreads();", self._branch_label(branch)), depth)
         for k, (cond, body) in enumerate(zip(branch.conds, branch.bodies)):
             if cond is None:
                 head = "} else {" if k else "{"
@@ -253,7 +261,7 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
     nseg = len(printer.segments)
     if timed:
         body = [
-            f"    __shared__ unsigned long long __cpufree_seg[{nseg}];",
+            f"    __shared__ unsigned long long __cpufree_seg[{nseg} + 3];",
             f"    cpufree::StepTimes<{nseg}> __cpufree_times(__cpufree_seg, cpufree_step_times);",
         ] + body
     code = KERNEL_TEMPLATE.format(

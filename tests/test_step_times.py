@@ -48,23 +48,36 @@ def test_every_sync_and_step_is_marked(timed):
     for k in syncs:  # the mark closing a grid sync comes right after it
         assert re.search(rf"__grid\.sync\(\);\n\s*__cpufree_times\.mark\({k}\);", code)
     n = len(labels)
-    assert f"__shared__ unsigned long long __cpufree_seg[{n}];" in code
+    assert f"__shared__ unsigned long long __cpufree_seg[{n} + 3];" in code
     assert f"cpufree_step_times[CPUFREE_TIMES_BLOCKS][{n} + 2];" in code
     assert f'extern "C" int cpufree_step_segments() {{ return {n}; }}' in code
+
+
+def test_a_communicating_kernel_marks_each_segment_once(timed):
+    """jacobi_3d overlapped (branches around the puts and waits, block barriers before the unpacking): every
+    segment but 0 is closed by exactly one mark, and the barriers have segments of their own."""
+    source = dace_cpufree.kernel_source(
+        PROGRAMS["jacobi_3d"].overlapped, symbols=dict(LX=130, N=258), shmem_transport="p2p"
+    )
+    marks = [int(m) for m in re.findall(r"__cpufree_times\.mark\((\d+)\);", source.code)]
+    assert sorted(k for k in marks if k) == list(range(1, len(source.step_labels)))
+    assert any(label.startswith("block barrier before ") for label in source.step_labels)
+    assert sum(label.startswith("grid sync before ") for label in source.step_labels) == source.grid_syncs
 
 
 def test_the_sums_add_up_in_emulation(timed):
     """The host emulation (one block, the steady clock for both clocks) runs the timed kernel to the NumPy
     result; the segments' sums make up the block's elapsed time (the marks leave out only the constructor's and
-    destructor's own instructions)."""
-    prog = check_against_numpy(STENCIL, "emulate", "test")
+    destructor's own instructions). A size that runs for milliseconds: at the "test" size (microseconds) one
+    interruption of the process decided the ratios."""
+    prog = check_against_numpy(STENCIL, "emulate", dict(N=160, TSTEPS=10))
     times = prog.step_times()
     assert times.us.shape == (1, len(prog.source.step_labels))
     assert (times.us >= 0).all() and times.elapsed_us[0] > 0
     assert 0.9 * times.elapsed_us[0] <= times.us.sum() <= times.elapsed_us[0] * 1.0001
     maps = [k for k, label in enumerate(times.labels) if label.startswith("map ")]
     assert maps and times.us[0, maps].sum() > 0.5 * times.us.sum()  # the stencil's maps hold the time
-    assert "elapsed" in times.table(per=10)
+    assert times.launch == (1, 1) and "1 of 1 blocks of 1 threads" in times.table(per=10)
 
 
 def test_an_untimed_build_says_how_to_time_it(monkeypatch):

@@ -33,19 +33,27 @@ class StepTimes:
                   steps (loop tests, skipped branches, per-thread scalars); then each grid sync or block
                   barrier, and each step (map, copy, tasklet, communication) that follows it.
     :ivar us: ``blocks x segments``: µs that thread 0 of each block spent in each segment, summed over the
-              whole launch (over all time steps). A step's time ends when thread 0 is done with it; its
-              block's other warps may still be at work, and then the next block barrier or grid sync waits.
-    :ivar elapsed_us: per block, µs from its first mark to its end (its clock's own ns per cycle converts).
+              whole launch (over all time steps). Thread 0's view: a step's time ends when thread 0 is done
+              with it, while its block's other warps may still be at work (the next block barrier or grid sync
+              then waits for them); a step that another thread runs (a wait made by warp 1, say) shows up in
+              the block barrier after it.
+    :ivar elapsed_us: per block, µs from its start to its end (its clock's own ns per cycle converts).
+    :ivar launch: ``(grid, block)`` of that launch; only the first ``CPUFREE_TIMES_BLOCKS`` (4096) blocks are
+                  recorded. The times are those of the last launch of any program loaded from the same built
+                  library.
     """
 
     labels: list
     us: np.ndarray
     elapsed_us: np.ndarray
+    launch: tuple = (0, 0)
 
     def table(self, per: int = 1) -> str:
         """A line per segment that took time: its number, name, and the minimum, mean and maximum over the
         blocks, in µs divided by ``per`` (e.g. the number of time steps)."""
-        lines = [f"{'seg':>3}  {'segment':<48} {'min':>9} {'mean':>9} {'max':>9}  (us / {per}, {len(self.us)} blocks)"]
+        grid, block = self.launch
+        head = f"(us / {per}; {len(self.us)} of {grid} blocks of {block} threads)"
+        lines = [f"{'seg':>3}  {'segment':<48} {'min':>9} {'mean':>9} {'max':>9}  {head}"]
         for k, label in enumerate(self.labels):
             col = self.us[:, k] / per
             if col.max() > 0:
@@ -140,10 +148,11 @@ class PersistentProgram:
         read.argtypes = [ctypes.c_void_p, ctypes.c_int]
         got = read(ctypes.c_void_p(rows.ctypes.data), grid)
         if got < 0:
-            raise LaunchError(f"{self.sdfg.name}: copying the step times from the device failed")
+            raise LaunchError(f"{self.sdfg.name}: {self._lib.cpufree_error().decode()}")
         rows = rows[:got].astype(np.float64)
         ns, cycles = rows[:, n], np.maximum(rows[:, n + 1], 1.0)
-        return StepTimes(list(labels), rows[:, :n] * (ns / cycles)[:, None] / 1e3, ns / 1e3)
+        us = rows[:, :n] * (ns / cycles)[:, None] / 1e3
+        return StepTimes(list(labels), us, ns / 1e3, tuple(self.launch_config))
 
     def _check(self, rc: int) -> None:
         if rc != 0:

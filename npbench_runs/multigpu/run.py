@@ -92,6 +92,7 @@ def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool 
     report = {"form": form, "specialized": specialize, "timing": "kernel_event", "kernel_ms": ms}
     report["launch"] = "x".join(str(v) for v in prog.launch_config)  # blocks x threads per block
     report["transport"] = "p2p" if DIRECT_STORES in prog.source.code else "proxy"  # what the kernel was built with
+    report["step_times"] = bool(prog.source.step_labels)  # instrumented (--step-times): not a plain kernel's time
     return a, b, _per_step(report, steps, ms, slope_steps, slope_ms)
 
 

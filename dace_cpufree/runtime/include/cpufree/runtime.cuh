@@ -322,29 +322,31 @@ __device__ __forceinline__ unsigned long long timer_ns() {
     return t;
 }
 #endif
+// `shared` holds N + 3 values: the N sums, then thread 0's last mark, its first cycle and its first ns (in
+// shared memory too, so that a timed kernel keeps the plain kernel's registers; they set its launch).
 template <int N> struct StepTimes {
     unsigned long long *seg;
     unsigned long long (*out)[N + 2];
-    long long last, c0;
-    unsigned long long t0;
     __device__ StepTimes(unsigned long long *shared, unsigned long long (*rows)[N + 2]) : seg(shared), out(rows) {
         for (int s = threadIdx.x; s < N; s += blockDim.x) seg[s] = 0;
+        if (threadIdx.x == 0) {
+            seg[N] = seg[N + 1] = (unsigned long long)clock64();
+            seg[N + 2] = timer_ns();
+        }
         __syncthreads();
-        last = c0 = clock64();
-        t0 = timer_ns();
     }
     __device__ __forceinline__ void mark(int s) {
         if (threadIdx.x == 0) {
-            const long long now = clock64();
-            seg[s] += (unsigned long long)(now - last);
-            last = now;
+            const unsigned long long now = (unsigned long long)clock64();
+            seg[s] += now - seg[N];
+            seg[N] = now;
         }
     }
     __device__ ~StepTimes() {
         if (threadIdx.x == 0 && blockIdx.x < CPUFREE_TIMES_BLOCKS) {
             for (int s = 0; s < N; ++s) out[blockIdx.x][s] = seg[s];
-            out[blockIdx.x][N] = timer_ns() - t0;
-            out[blockIdx.x][N + 1] = (unsigned long long)(clock64() - c0);
+            out[blockIdx.x][N] = timer_ns() - seg[N + 2];
+            out[blockIdx.x][N + 1] = (unsigned long long)clock64() - seg[N + 1];
         }
     }
 };

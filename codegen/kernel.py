@@ -128,9 +128,9 @@ class Printer:
     def _between(self) -> list[str]:
         return ["__cpufree_times.mark(0);"] if self.timed else []
 
-    def _synced(self, sync: str, label: str) -> list[str]:
-        """``sync`` (a grid sync or block barrier), timed on its own when ``timed``."""
-        kind = "grid sync" if "grid" in sync else "block barrier"
+    def _synced(self, grid: bool, label: str) -> list[str]:
+        """A grid sync (``grid``) or block barrier before ``label``, timed on its own when ``timed``."""
+        sync, kind = ("__grid.sync();", "grid sync") if grid else ("__syncthreads();", "block barrier")
         return self._between() + [sync] + self._mark(f"{kind} before {label}")
 
     def node(self, node, depth: int) -> list[str]:
@@ -150,9 +150,9 @@ class Printer:
 
     def item(self, item: ir.Item, depth: int) -> list[str]:
         if item.sync_before:
-            lines = self._synced("__grid.sync();", item.label)
+            lines = self._synced(True, item.label)
         elif item.bar_before:
-            lines = self._synced("__syncthreads();", item.label)
+            lines = self._synced(False, item.label)
         else:
             lines = self._between() if item.executor != ir.Executor.EVERY else []
         code = _apart(item) if self.steps_apart and self.loops else item.code
@@ -165,7 +165,7 @@ class Printer:
         return "" if item is None else " ".join(item.code).rstrip(";")
 
     def _sync(self, item: ir.Item | None, depth: int) -> list[str]:
-        return _pad(self._synced("__grid.sync();", item.label), depth) if item is not None and item.sync_before else []
+        return _pad(self._synced(True, item.label), depth) if item is not None and item.sync_before else []
 
     def loop(self, loop: ir.Loop, depth: int) -> list[str]:
         self.loops += 1
@@ -199,9 +199,9 @@ class Printer:
     def branch(self, branch: ir.Branch, depth: int) -> list[str]:
         out = []
         if any(c is not None and c.sync_before for c in branch.conds):
-            out += _pad(self._synced("__grid.sync();", self._branch_label(branch)), depth)
+            out += _pad(self._synced(True, self._branch_label(branch)), depth)
         elif any(c is not None and c.bar_before for c in branch.conds):
-            out += _pad(self._synced("__syncthreads();", self._branch_label(branch)), depth)
+            out += _pad(self._synced(False, self._branch_label(branch)), depth)
         for k, (cond, body) in enumerate(zip(branch.conds, branch.bodies)):
             if cond is None:
                 head = "} else {" if k else "{"

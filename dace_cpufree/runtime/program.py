@@ -133,7 +133,7 @@ class PersistentProgram:
     def step_times(self) -> StepTimes:
         """Per-block time of each segment of the last launch; see :class:`StepTimes`. Needs a kernel built with
         ``DACE_CPUFREE_STEP_TIMES=1`` (CUDA, or the host emulation)."""
-        labels = getattr(self.source, "step_labels", None)
+        labels = self.source.step_labels
         if not labels:
             raise CpufreeError(
                 f"{self.sdfg.name} was built without step timing. Fix: set DACE_CPUFREE_STEP_TIMES=1 before "

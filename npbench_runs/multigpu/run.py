@@ -186,7 +186,9 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     if args.step_times:
-        os.environ["DACE_CPUFREE_STEP_TIMES"] = "1"  # read when the program is compiled, on every rank
+        from dace_cpufree.codegen.kernel import STEP_TIMES_ENV
+
+        os.environ[STEP_TIMES_ENV] = "1"  # read when the program is compiled, on every rank
     t0 = time.perf_counter()
     check = not args.no_check
     report = run(

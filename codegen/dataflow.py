@@ -718,7 +718,9 @@ def _through_views(ctx: KernelContext, item: Item) -> Item:
     if not used:
         return item
     decls = ctx.view_decls(used)
-    item.regions = ()  # subsets in the views' coordinates: compare whole containers
+    # a view's subsets are in its own coordinates: it stands for the whole of what it aliases (None); the
+    # item's other containers keep theirs (the edge planes that read a halo buffer through a view)
+    item.regions = tuple((ctx.root(n), m, None if n in ctx.views else sub) for n, m, sub in item.regions)
     item.code = ["{"] + indent(decls + item.code) + ["}"]
     if item.row is not None:
         item.row.prelude = decls

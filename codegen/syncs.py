@@ -145,11 +145,18 @@ def _flow(node, pending: Pending) -> Pending:
 
 
 def _flow_loop(loop: ir.Loop, pending: Pending) -> Pending:
+    """Iterates the body until what the back edge carries is stable. Each round decides the body's
+    synchronisations afresh from that round's head, which only grows: the last round's decisions hold
+    for every iteration, and none is kept that only an earlier, smaller head asked for (the sync that
+    what comes before the loop needs goes to the body's first item that touches it, not later)."""
     pending = _flow(loop.init, pending)
     back = frozenset()
     seen = frozenset()
     while True:
         head = pending | back
+        for part in (loop.cond, loop.body, loop.update):
+            for item in ir.items(part) if part is not None else ():
+                item.sync_before = item.bar_before = False
         if loop.inverted:
             body_out = _flow(loop.body, head)
             if loop.update_before_condition:

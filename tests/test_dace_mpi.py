@@ -128,3 +128,13 @@ def test_gpu_baseline_on_two_gpus_matches_numpy(program):
     report = _mpirun(2, "--program", program, "--n", str(n), "--steps", "20")
     assert report["gpus"] == 2 and report["device"] == "gpu"
     assert report["max_abs_error"] <= 1e-12 and report["valid"], report
+
+
+def test_an_error_on_the_ranks_ends_the_job():
+    """A size the process grid cannot split: every rank raises, the job ends at once with the error named (a
+    rank that raised used to wait at exit for the others), not at the timeout."""
+    _needs_mpi()
+    proc, report = scaling.mpirun_job(2, ["--framework", "dace_mpi", "--device", "cpu", "--program", "jacobi_3d",
+                                          "--n", "9", "--steps", "2"], TIMEOUT)  # fmt: skip
+    assert proc.returncode not in scaling.TIMED_OUT and proc.returncode != 0 and report is None
+    assert "must be divisible by 2 PEs" in proc.stderr

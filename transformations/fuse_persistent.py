@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import dace
@@ -84,8 +85,11 @@ class FusePersistentKernel(ppl.Pass):
         # InlineMultistateSDFG; as one state, InlineSDFG takes it. Merge its state chain and retry.
         for node, _ in list(sdfg.all_nodes_recursive()):
             if isinstance(node, nodes.NestedSDFG):
-                merge_state_chain(node.sdfg)
+                merge_state_chain(node.sdfg, node.symbol_mapping)
         sdfg.apply_transformations_repeated([InlineSDFG, InlineMultistateSDFG])
+        if self.fuse_maps and sdfg.apply_transformations_repeated(FuseParallelMaps):
+            # maps that met in one state by the inlining (a call whose arguments are views)
+            FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
         check_persistable(sdfg)
         infer_connector_types(sdfg)
         marked = 0
@@ -98,11 +102,13 @@ class FusePersistentKernel(ppl.Pass):
         return marked
 
 
-def merge_state_chain(sdfg: dace.SDFG) -> bool:
+def merge_state_chain(sdfg: dace.SDFG, symbols: dict | None = None) -> bool:
     """Merges an SDFG whose control flow is a plain chain of states (no conditions, assignments or
     other regions) into its first state, ordering each state after the previous one with empty
-    (dependency) memlets from every sink of the merged part to the first computations of the next state.
-    Returns whether it merged; the program order, and hence the result, is unchanged."""
+    (dependency) memlets from every sink of the merged part to the first computations of the next state,
+    unless the two touch no element in common with a write on either side (``symbols``, the nested SDFG's
+    symbol mapping, decides subsets such as ``Y[1]`` against ``Y[LX - 2]``). Returns whether it merged; the
+    program order, and hence the result, is unchanged."""
     blocks = list(sdfg.nodes())
     if len(blocks) < 2 or not all(isinstance(b, dace.SDFGState) for b in blocks):
         return False
@@ -115,7 +121,8 @@ def merge_state_chain(sdfg: dace.SDFG) -> bool:
         return False
     first = order[0]
     for state in order[1:]:
-        sinks = first.sink_nodes()
+        independent = not _conflicting(_accesses(first, symbols), _accesses(state, symbols))
+        sinks = [] if independent else first.sink_nodes()
         # the first computations of the next state (not its source access nodes, which must keep
         # no incoming edges for the inlining to map them to the outer containers)
         sources = []
@@ -132,6 +139,44 @@ def merge_state_chain(sdfg: dace.SDFG) -> bool:
     for state in order[1:]:
         sdfg.remove_node(state)
     return True
+
+
+def _accesses(state: dace.SDFGState, symbols: dict | None = None) -> list[tuple[str, str, Any]] | None:
+    """``(container, "R"/"W", subset)`` of every memlet that reads or writes an access node of ``state``, with
+    the ``symbols`` that map to numbers replaced by them (a subset not known: None). None when the state has a
+    view or a reference, whose name is not that of the memory it touches."""
+    numbers = {dace.symbol(k): v for k, v in (symbols or {}).items() if not dace.symbolic.issymbolic(v)}
+    out = []
+    for node in state.data_nodes():
+        if isinstance(node.desc(state.sdfg), (dt.View, dt.Reference)):
+            return None
+        edges = [("R", e) for e in state.out_edges(node)] + [("W", e) for e in state.in_edges(node)]
+        for mode, e in edges:
+            if e.data.is_empty():
+                continue
+            sub = e.data.subset if e.data.data == node.data else e.data.other_subset
+            if sub is not None:
+                sub = copy.deepcopy(sub)
+                sub.replace(numbers)
+            out.append((node.data, mode, sub))
+    return out
+
+
+def _conflicting(a: list | None, b: list | None) -> bool:
+    """Whether two lists of accesses may touch one element with a write on either side (unknown: yes)."""
+    if a is None or b is None:
+        return True
+    for name, mode, sub in a:
+        for other, omode, osub in b:
+            if name != other or (mode == "R" and omode == "R"):
+                continue
+            try:
+                if sub is not None and osub is not None and dace.subsets.intersects(sub, osub) is False:
+                    continue
+            except (TypeError, ValueError, NotImplementedError, AttributeError):
+                pass
+            return True
+    return False
 
 
 def check_persistable(sdfg: dace.SDFG) -> None:

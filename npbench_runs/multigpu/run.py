@@ -38,6 +38,20 @@ def _comm():
     return MPI.COMM_WORLD
 
 
+def _abort_job() -> None:
+    """After an error on this rank: prints it and ends every rank of the MPI job at once. Left to itself, a
+    rank that raised would wait at exit (NVSHMEM's finalize is collective) for ranks that wait for it: the job
+    hung until its timeout (session 12)."""
+    comm = _comm()
+    if comm is None or comm.Get_size() == 1:
+        return
+    import traceback
+
+    traceback.print_exc()
+    sys.stderr.flush()
+    comm.Abort(1)
+
+
 def compile_symbols(program: str, npes: int, shape: tuple, specialize: bool = True) -> tuple[dict, dict]:
     """``(compiled in, passed per call)``: with ``specialize`` the tile sizes and the process grid are
     compile-time constants (what a production run does: static index arithmetic, and the halo rows and
@@ -127,8 +141,7 @@ def run(
     report = {"framework": framework, "program": program, "gpus": size, "n": n, "nx": nx or n}
     report["local_shape"] = list(A.shape)
     report.update(steps=steps, **fields)
-    comm = _comm()
-    tiles = comm.gather((a, b), root=0) if comm is not None and size > 1 else [(a, b)]
+    tiles = _gather_tiles(_comm(), rank, size, a, b)
     if rank == 0 and check:
         ref_a, ref_b = _reference(module, program, A0, B0, steps)
         got_a, got_b = A0.copy(), B0.copy()
@@ -139,6 +152,27 @@ def run(
         report.update(max_abs_error=err, bitwise=bool(np.array_equal(got_a, ref_a) and np.array_equal(got_b, ref_b)))
         report["valid"] = err <= 1e-12
     return report
+
+
+def _gather_tiles(comm, rank: int, size: int, a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every PE's result tiles at rank 0 (other ranks: none), one PE at a time into buffers of their own. Buffer
+    sends, not a pickled ``gather``: a pickled message of all tiles failed at 4 x 920 MB (MPI_ERR_ARG, session
+    12), and the tiles must reach rank 0 at any size that fits in its memory."""
+    if comm is None or size == 1:
+        return [(a, b)]
+    shapes = comm.gather((a.shape, b.shape, a.dtype.str), root=0)
+    if rank != 0:
+        comm.Send(np.ascontiguousarray(a), dest=0, tag=0)
+        comm.Send(np.ascontiguousarray(b), dest=0, tag=1)
+        return []
+    tiles = [(a, b)]
+    for pe in range(1, size):
+        sa, sb, dtype = shapes[pe]
+        ta, tb = np.empty(sa, dtype=dtype), np.empty(sb, dtype=dtype)
+        comm.Recv(ta, source=pe, tag=0)
+        comm.Recv(tb, source=pe, tag=1)
+        tiles.append((ta, tb))
+    return tiles
 
 
 def _reference(module, program: str, A0, B0, steps: int):
@@ -191,19 +225,23 @@ def main(argv=None) -> int:
         os.environ[STEP_TIMES_ENV] = "1"  # read when the program is compiled, on every rank
     t0 = time.perf_counter()
     check = not args.no_check
-    report = run(
-        args.program,
-        args.form,
-        args.n,
-        args.steps,
-        args.repeat,
-        check,
-        args.framework,
-        args.device,
-        args.nx,
-        not args.generic,
-        args.slope_steps,
-    )
+    try:
+        report = run(
+            args.program,
+            args.form,
+            args.n,
+            args.steps,
+            args.repeat,
+            check,
+            args.framework,
+            args.device,
+            args.nx,
+            not args.generic,
+            args.slope_steps,
+        )
+    except BaseException:
+        _abort_job()
+        raise
     report["wall_s"] = time.perf_counter() - t0
     rank, _, _ = launch_environment()
     if rank != 0:

@@ -14,6 +14,8 @@ from kernel_steps import step_order
 import dace_cpufree
 from dace_cpufree import nvshmem
 from npbench_runs.kernels import KERNELS
+from npbench_runs.multigpu.jacobi_2d import _inner
+from npbench_runs.multigpu.jacobi_3d import _inner_planes
 
 LX, LY, N, PY = (dace.symbol(s) for s in ("LX", "LY", "N", "PY"))
 
@@ -26,13 +28,6 @@ def _planes(X: dace.float64[LX, N, N], lo: dace.float64[N - 2, N - 2], hi: dace.
     Y[LX - 2, 1:-1, 1:-1] = (1.0 / 7.0) * (X[LX - 2, 1:-1, 1:-1] + X[LX - 3, 1:-1, 1:-1] + hi
                                            + X[LX - 2, :-2, 1:-1] + X[LX - 2, 2:, 1:-1] + X[LX - 2, 1:-1, :-2]
                                            + X[LX - 2, 1:-1, 2:])  # fmt: skip
-
-
-@dace.program
-def _inner(X: dace.float64[LX, N, N], Y: dace.float64[LX, N, N]):
-    Y[2:-2, 1:-1, 1:-1] = (1.0 / 7.0) * (X[2:-2, 1:-1, 1:-1] + X[1:-3, 1:-1, 1:-1] + X[3:-1, 1:-1, 1:-1]
-                                         + X[2:-2, :-2, 1:-1] + X[2:-2, 2:, 1:-1] + X[2:-2, 1:-1, :-2]
-                                         + X[2:-2, 1:-1, 2:])  # fmt: skip
 
 
 @dace.program
@@ -51,7 +46,7 @@ def jacobi_3d_halo_reads(A: dace.float64[LX, N, N], B: dace.float64[LX, N, N], f
             nvshmem.Putmem(hi[0], B[1, 1:-1, 1:-1], me - 1, flags[1], t)
         if me < npes - 1:
             nvshmem.Putmem(lo[0], B[LX - 2, 1:-1, 1:-1], me + 1, flags[0], t)
-        _inner(A, B)
+        _inner_planes(A, B)
         if me > 0:
             nvshmem.SignalWait(flags[0], t)
         if me < npes - 1:
@@ -61,7 +56,7 @@ def jacobi_3d_halo_reads(A: dace.float64[LX, N, N], B: dace.float64[LX, N, N], f
             nvshmem.Putmem(hi[1], A[1, 1:-1, 1:-1], me - 1, flags[3], t)
         if me < npes - 1:
             nvshmem.Putmem(lo[1], A[LX - 2, 1:-1, 1:-1], me + 1, flags[2], t)
-        _inner(B, A)
+        _inner_planes(B, A)
         if me > 0:
             nvshmem.SignalWait(flags[2], t)
         if me < npes - 1:
@@ -101,7 +96,7 @@ def jacobi_2d_row_halo_reads(A: dace.float64[LX, LY], B: dace.float64[LX, LY], f
             nvshmem.Putmem(he[0], B[1:-1, 1], me - 1, flags[3], t)
         if pj < PY - 1:
             nvshmem.Putmem(hw[0], B[1:-1, LY - 2], me + 1, flags[2], t)
-        B[2:-2, 2:-2] = 0.2 * (A[2:-2, 2:-2] + A[2:-2, 1:-3] + A[2:-2, 3:-1] + A[3:-1, 2:-2] + A[1:-3, 2:-2])
+        _inner(A, B)
         if pi > 0:
             nvshmem.SignalWait(flags[0], t)
         if pi < npes // PY - 1:
@@ -117,7 +112,7 @@ def jacobi_2d_row_halo_reads(A: dace.float64[LX, LY], B: dace.float64[LX, LY], f
         A[1, 1:-1] = 0.2 * (B[1, 1:-1] + B[1, :-2] + B[1, 2:] + B[2, 1:-1] + hn[0])
         A[LX - 2, 1:-1] = 0.2 * (B[LX - 2, 1:-1] + B[LX - 2, :-2] + B[LX - 2, 2:] + hs[0] + B[LX - 3, 1:-1])
         _columns(B, A)
-        A[2:-2, 2:-2] = 0.2 * (B[2:-2, 2:-2] + B[2:-2, 1:-3] + B[2:-2, 3:-1] + B[3:-1, 2:-2] + B[1:-3, 2:-2])
+        _inner(B, A)
 
 
 def _loop(code: str) -> list[str]:

@@ -38,7 +38,7 @@ from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.frontend.arguments import Region
 from dace_cpufree.frontend.putmem import _edge
 
-from .program_order import states_of, straight_after
+from .program_order import accesses, states_of, straight_after
 
 ENV = "DACE_CPUFREE_EARLY_PUTS"
 
@@ -164,22 +164,6 @@ def _set_range(state: dace.SDFGState, rng: list) -> None:
     entry = _the_map(state)
     entry.map.range = subsets.Range(rng)
     propagation.propagate_memlets_state(state.sdfg, state)
-
-
-def accesses(state: dace.SDFGState) -> list[tuple[str, str, subsets.Subset | None]]:
-    """``(container, "R"/"W", subset)`` of every memlet that reads or writes an access node of ``state``
-    (``None``: the subset is not known, the whole container)."""
-    out = []
-    for e in state.edges():
-        if e.data.is_empty():
-            continue
-        if isinstance(e.src, nodes.AccessNode):
-            sub = e.data.subset if e.data.data == e.src.data else e.data.other_subset
-            out.append((e.src.data, "R", sub))
-        if isinstance(e.dst, nodes.AccessNode):
-            sub = e.data.subset if e.data.data == e.dst.data else e.data.other_subset
-            out.append((e.dst.data, "W", sub))
-    return out
 
 
 def _touches(state: dace.SDFGState, landing: list) -> bool:

@@ -20,6 +20,7 @@ from dace.transformation.passes import FullMapFusion
 from dace_cpufree.errors import NotPersistableError
 
 from .expand_libraries import ExpandLibraryNodesToDataflow
+from .program_order import accesses, conflict
 from .schedule import PERSISTENT_SCHEDULE
 
 
@@ -120,8 +121,12 @@ def merge_state_chain(sdfg: dace.SDFG, symbols: dict | None = None) -> bool:
     if len(order) != len(blocks) or sdfg.out_degree(order[-1]) != 0:
         return False
     first = order[0]
+    numbers = {dace.symbol(k): v for k, v in (symbols or {}).items() if not dace.symbolic.issymbolic(v)}
+    mine = _accesses(first, numbers)  # of the merged part
     for state in order[1:]:
-        independent = not _conflicting(_accesses(first, symbols), _accesses(state, symbols))
+        theirs = _accesses(state, numbers)
+        independent = mine is not None and theirs is not None and not conflict(mine, theirs)
+        mine = None if mine is None or theirs is None else mine + theirs
         sinks = [] if independent else first.sink_nodes()
         # the first computations of the next state (not its source access nodes, which must keep
         # no incoming edges for the inlining to map them to the outer containers)
@@ -141,42 +146,18 @@ def merge_state_chain(sdfg: dace.SDFG, symbols: dict | None = None) -> bool:
     return True
 
 
-def _accesses(state: dace.SDFGState, symbols: dict | None = None) -> list[tuple[str, str, Any]] | None:
-    """``(container, "R"/"W", subset)`` of every memlet that reads or writes an access node of ``state``, with
-    the ``symbols`` that map to numbers replaced by them (a subset not known: None). None when the state has a
-    view or a reference, whose name is not that of the memory it touches."""
-    numbers = {dace.symbol(k): v for k, v in (symbols or {}).items() if not dace.symbolic.issymbolic(v)}
+def _accesses(state: dace.SDFGState, numbers: dict) -> list | None:
+    """:func:`~.program_order.accesses` of ``state`` with the symbols in ``numbers`` replaced by their values;
+    None when the state has a view or a reference, whose name is not that of the memory it touches."""
+    if any(isinstance(n.desc(state.sdfg), (dt.View, dt.Reference)) for n in state.data_nodes()):
+        return None
     out = []
-    for node in state.data_nodes():
-        if isinstance(node.desc(state.sdfg), (dt.View, dt.Reference)):
-            return None
-        edges = [("R", e) for e in state.out_edges(node)] + [("W", e) for e in state.in_edges(node)]
-        for mode, e in edges:
-            if e.data.is_empty():
-                continue
-            sub = e.data.subset if e.data.data == node.data else e.data.other_subset
-            if sub is not None:
-                sub = copy.deepcopy(sub)
-                sub.replace(numbers)
-            out.append((node.data, mode, sub))
+    for name, mode, sub in accesses(state):
+        if sub is not None:
+            sub = copy.deepcopy(sub)
+            sub.replace(numbers)
+        out.append((name, mode, sub))
     return out
-
-
-def _conflicting(a: list | None, b: list | None) -> bool:
-    """Whether two lists of accesses may touch one element with a write on either side (unknown: yes)."""
-    if a is None or b is None:
-        return True
-    for name, mode, sub in a:
-        for other, omode, osub in b:
-            if name != other or (mode == "R" and omode == "R"):
-                continue
-            try:
-                if sub is not None and osub is not None and dace.subsets.intersects(sub, osub) is False:
-                    continue
-            except (TypeError, ValueError, NotImplementedError, AttributeError):
-                pass
-            return True
-    return False
 
 
 def check_persistable(sdfg: dace.SDFG) -> None:

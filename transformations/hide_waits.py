@@ -22,14 +22,13 @@ import os
 from typing import Any
 
 import dace
-from dace import subsets
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock
 from dace.transformation import pass_pipeline as ppl
 from dace_cpufree.frontend import SignalWait
 
-from .early_puts import _clone, _set_range, _the_map, accesses
-from .program_order import states_of, straight_after
+from .early_puts import _clone, _set_range, _the_map
+from .program_order import accesses, conflict, states_of, straight_after
 
 ENV = "DACE_CPUFREE_HIDE_WAITS"
 
@@ -66,16 +65,6 @@ def _waits_and_copies(states: list[dace.SDFGState]) -> bool | None:
     return waits
 
 
-def _conflict(a: list, b: list) -> bool:
-    for name, mode, sub in a:
-        for other, omode, osub in b:
-            if name != other or (mode == "R" and omode == "R"):
-                continue
-            if sub is None or osub is None or subsets.intersects(sub, osub) is not False:
-                return True
-    return False
-
-
 def hide_waits(sdfg: dace.SDFG, state: dace.SDFGState, chain: list, last, parts: int = TAIL) -> bool:
     """Moves the tail of ``state``'s map (``1/parts`` of its first parameter) after ``last``, the end of ``chain``
     (the blocks of waits and copies that follow it), when the tail commutes with them. Returns whether it did."""
@@ -101,7 +90,7 @@ def hide_waits(sdfg: dace.SDFG, state: dace.SDFGState, chain: list, last, parts:
         if isinstance(block, ConditionalBlock):
             if any(c is not None and written & {str(s) for s in c.get_free_symbols()} for c, _ in block.branches):
                 return False  # a branch decided by data the tail writes
-        if _conflict(mine, [a for st in states_of(block) for a in accesses(st)]):
+        if conflict(mine, [a for st in states_of(block) for a in accesses(st)]):
             return False
     _clone(state.parent_graph, state, last, f"{state.label}_tail", tail)
     _set_range(state, [(lo, hi - width, 1)] + rng[1:])

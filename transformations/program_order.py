@@ -1,6 +1,7 @@
 """What runs after a node: the states of an SDFG in program order, around enclosing loops.
 
-Used by the communication passes to find, from a put, the next write to its source and the next wait.
+Used by the communication passes to find, from a put, the next write to its source and the next wait; and
+what a state reads and writes, for the passes that move or merge states.
 Branches of a conditional are visited one after the other (either may run); loops wrap around once
 (the next iteration), then continue after the loop.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import dace
+from dace import subsets
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion, SDFGState
 
@@ -106,3 +108,31 @@ def states_of(block) -> list[SDFGState] | None:
             return None
         states += body.nodes()
     return states
+
+
+def accesses(state: dace.SDFGState) -> list[tuple[str, str, subsets.Subset | None]]:
+    """``(container, "R"/"W", subset)`` of every memlet that reads or writes an access node of ``state``
+    (``None``: the subset is not known, the whole container)."""
+    out = []
+    for e in state.edges():
+        if e.data.is_empty():
+            continue
+        if isinstance(e.src, nodes.AccessNode):
+            sub = e.data.subset if e.data.data == e.src.data else e.data.other_subset
+            out.append((e.src.data, "R", sub))
+        if isinstance(e.dst, nodes.AccessNode):
+            sub = e.data.subset if e.data.data == e.dst.data else e.data.other_subset
+            out.append((e.dst.data, "W", sub))
+    return out
+
+
+def conflict(a: list, b: list) -> bool:
+    """Whether two lists of :func:`accesses` may touch one element with a write on either side (an unknown subset,
+    or one DaCe cannot tell apart: yes)."""
+    for name, mode, sub in a:
+        for other, omode, osub in b:
+            if name != other or (mode == "R" and omode == "R"):
+                continue
+            if sub is None or osub is None or subsets.intersects(sub, osub) is not False:
+                return True
+    return False

@@ -5,6 +5,7 @@ Building the SDFGs and generating their code needs neither MPI nor a GPU. The CP
 compiled where nvcc and MPI headers are, and run on two GPUs by the ``multigpu`` test.
 """
 
+import argparse
 import os
 import shutil
 
@@ -81,6 +82,40 @@ def test_time_per_step_is_the_slope_between_two_runs():
     scaling._summarise(rows)
     assert rows[1]["halo_us_per_step"] == pytest.approx(6.64) and rows[1]["halo_vs_floor"] == pytest.approx(2.0)
     assert rows[1]["halo_us_per_exchange"] == pytest.approx(3.32) and rows[1]["exchange_vs_floor"] == pytest.approx(1.0)
+
+
+def test_weak_slabs_that_are_not_cubes():
+    """jacobi_3d's weak tile given as NXxN: the split axis grows with the GPUs, the planes keep their size."""
+    assert scaling.parse_size("jacobi_3d=1026x130") == ("jacobi_3d", (1026, 130))
+    assert scaling.parse_size("jacobi_2d=4098") == ("jacobi_2d", 4098)
+    assert scaling.weak_n("jacobi_3d", 4, (1026, 130)) == (130, 4098)
+    assert scaling.weak_n("jacobi_3d", 4, 258) == (258, 1026)
+    assert scaling.weak_n("jacobi_2d", 4, 4098) == (8194, None)
+    configs = list(scaling._configs(["jacobi_3d"], [1, 4], ("weak", "strong"), {"jacobi_3d": (1026, 130)}))
+    assert configs == [("jacobi_3d", "weak", 1, 130, 1026), ("jacobi_3d", "weak", 4, 130, 4098),
+                       ("jacobi_3d", "strong", 1, 130, 1026), ("jacobi_3d", "strong", 4, 130, 1026)]  # fmt: skip
+    with pytest.raises(ValueError, match="not square"):
+        scaling.weak_n("jacobi_2d", 4, (4098, 1026))
+    with pytest.raises(argparse.ArgumentTypeError, match="PROGRAM=NXxN"):
+        scaling.parse_size("jacobi_3d=1026x130x130")
+
+
+def test_each_tile_is_compared_with_its_own_one_gpu_run():
+    """A run that sweeps several tiles: each p-GPU row's efficiency and halo cost against the 1-GPU row of its
+    tile, and DaCe + MPI's against the same global domain (here two with the same N)."""
+    rows = []
+    for shape, t1, t4 in (((1026, 130, 130), 100.0, 104.0), ((258, 258, 258), 200.0, 212.0)):
+        for gpus, t in ((1, t1), (4, t4)):
+            nx = (shape[0] - 2) * gpus + 2
+            common = {"program": "jacobi_3d", "mode": "weak", "gpus": gpus, "n": shape[1], "nx": nx,
+                      "local_shape": list(shape), "us_per_step": t}  # fmt: skip
+            rows.append(dict(common, framework="cpufree", form="overlapped"))
+    rows.append(dict(rows[1], framework="dace_mpi", form="mpi", us_per_step=416.0))
+    scaling._summarise(rows)
+    assert rows[1]["efficiency"] == pytest.approx(100 / 104) and rows[1]["halo_us_per_exchange"] == pytest.approx(2.0)
+    assert rows[3]["efficiency"] == pytest.approx(200 / 212) and rows[3]["halo_us_per_exchange"] == pytest.approx(6.0)
+    assert rows[1]["vs_dace_mpi"] == pytest.approx(4.0) and "vs_dace_mpi" not in rows[3]
+    assert scaling.comparison(rows)[-1].startswith("| jacobi_3d | weak | 4 | 4098x130 | 416.00 | 104.00 (overlapped)")
 
 
 def _mpirun(np_: int, *args: str) -> dict:

@@ -46,20 +46,42 @@ def _gpus() -> int:
     return gpu_count()
 
 
-def weak_n(program: str, gpus: int, tile: int | None = None) -> tuple[int, int | None] | None:
+def weak_n(program: str, gpus: int, tile: int | tuple[int, int] | None = None) -> tuple[int, int | None] | None:
     """Global ``(N, NX)`` such that every GPU's tile has the 1-GPU interior (``NX``: jacobi_3d's split
     axis, which alone grows; ``None`` for jacobi_2d's square domain). ``tile``: the 1-GPU side instead of
-    :data:`WEAK`'s."""
-    tile = tile or WEAK[program]
-    inner = tile - 2
+    :data:`WEAK`'s, or jacobi_3d's 1-GPU ``(NX, N)`` for a slab that is not a cube (the split axis
+    longer or shorter than the other two: the same work per GPU with larger or smaller halo planes)."""
+    nx1, n = _shape(program, tile or WEAK[program])
     if program == "jacobi_3d":
-        return tile, inner * gpus + 2
+        return n, (nx1 - 2) * gpus + 2
     from .jacobi_2d import process_grid
 
     px, py = process_grid(gpus)
     if px != py:
         return None  # a non-square grid has non-square tiles: not the same work per GPU
-    return inner * px + 2, None
+    return (n - 2) * px + 2, None
+
+
+def _shape(program: str, size: int | tuple[int, int]) -> tuple[int, int]:
+    """``(NX, N)`` of a size given as a side or as ``(NX, N)`` (jacobi_3d only: jacobi_2d's are square)."""
+    nx, n = size if isinstance(size, tuple) else (size, size)
+    if nx != n and program != "jacobi_3d":
+        raise ValueError(f"{program}: a {nx}x{n} domain is not square; give one side (e.g. {program}={n}).")
+    return nx, n
+
+
+def parse_size(item: str) -> tuple[str, int | tuple[int, int]]:
+    """``PROGRAM=N`` or ``PROGRAM=NXxN`` (jacobi_3d: the split axis first, as in the array's shape)."""
+    program, _, value = item.partition("=")
+    try:
+        sides = tuple(int(v) for v in value.lower().split("x"))
+    except ValueError:
+        sides = ()
+    if len(sides) not in (1, 2):
+        raise argparse.ArgumentTypeError(
+            f"--size {item!r}: expected PROGRAM=N or PROGRAM=NXxN, e.g. jacobi_3d=1026x130"
+        )
+    return program, sides[0] if len(sides) == 1 else sides
 
 
 #: ``timeout``'s exit status when it ended the job: by SIGTERM (124), or by SIGKILL after it (137).
@@ -112,13 +134,17 @@ def _finish_dace_build(proc: subprocess.Popen) -> dict:
 
 def _configs(programs, gpus, modes=("weak", "strong"), sizes=None):
     """(program, mode, gpus, n, nx) of every configuration (``nx``: jacobi_3d's split axis, or ``None``);
-    ``sizes``: ``{program: side}`` replacing the weak tile side and the strong domain side."""
+    ``sizes``: ``{program: side or (NX, N)}`` replacing the weak tile and the strong domain."""
     sizes = sizes or {}
     for program in programs:
         for mode in modes:
             for g in gpus:
                 side = sizes.get(program)
-                shape = weak_n(program, g, side) if mode == "weak" else (side or STRONG[program], None)
+                if mode == "weak":
+                    shape = weak_n(program, g, side)
+                else:
+                    nx, n = _shape(program, side or STRONG[program])
+                    shape = (n, nx if nx != n else None)
                 if shape is not None:
                     yield program, mode, g, *shape
 
@@ -171,8 +197,10 @@ def main(argv=None) -> int:
         "--size",
         nargs="+",
         default=[],
+        type=parse_size,
         metavar="PROGRAM=N",
-        help="per program: the weak tile side (1 GPU) / the strong domain side, e.g. jacobi_2d=4098",
+        help="per program: the weak tile side (1 GPU) / the strong domain side, e.g. jacobi_2d=4098; jacobi_3d also "
+        "NXxN, a slab NX long on its split axis (weak: per GPU), e.g. jacobi_3d=1026x130",
     )
     parser.add_argument("--prebuild-jobs", type=int, default=os.cpu_count() or 1, help="parallel builds of ours first")
     args = parser.parse_args(argv)
@@ -185,7 +213,7 @@ def main(argv=None) -> int:
     jobs += [("dace_mpi", "mpi")] if build else []
     compile_s = None
     args.out.mkdir(parents=True, exist_ok=True)
-    sizes = {k: int(v) for k, v in (item.split("=") for item in args.size)}
+    sizes = dict(args.size)
     configs = list(_configs(args.programs, gpus, args.modes, sizes))
     if "cpufree" in args.frameworks:
         for err in prebuild_all(configs, args.forms, args.prebuild_jobs):
@@ -211,16 +239,26 @@ def main(argv=None) -> int:
     return 0 if all(r.get("valid") for r in rows) else 1
 
 
+def _domain(r: dict) -> tuple:
+    """A row's configuration: program, mode, GPU count and global domain (``n``, and ``nx`` where it differs)."""
+    nx = r.get("nx")
+    return r["program"], r["mode"], r["gpus"], r["n"], nx if nx not in (None, r["n"]) else None
+
+
 def _summarise(rows: list[dict]) -> None:
     from . import PROGRAMS
 
-    def series(r):
-        return r.get("framework", "cpufree"), r["program"], r["form"], r["mode"]
+    def series(r):  # weak: one tile per series (a run may sweep several); strong: one global domain
+        if r["mode"] == "weak":
+            size = tuple(r["local_shape"]) if "local_shape" in r else None
+        else:
+            size = _domain(r)[3:]
+        return r.get("framework", "cpufree"), r["program"], r["form"], r["mode"], size
 
     base = {series(r): r for r in rows if r.get("gpus") == 1 and "us_per_step" in r}
-    dace = {(r["program"], r["mode"], r["gpus"], r["n"]): r for r in rows if r.get("framework") == "dace_mpi"}
+    dace = {_domain(r): r for r in rows if r.get("framework") == "dace_mpi"}
     for r in rows:
-        d = dace.get((r["program"], r["mode"], r["gpus"], r["n"]))
+        d = dace.get(_domain(r))
         if r.get("framework") == "cpufree" and d is not None and "us_per_step" in r and "us_per_step" in d:
             r["vs_dace_mpi"] = d["us_per_step"] / r["us_per_step"]
         b = base.get(series(r))
@@ -260,12 +298,13 @@ def comparison(rows: list[dict]) -> list[str]:
     for d in rows:
         if d.get("framework") != "dace_mpi" or "us_per_step" not in d:
             continue
-        key = (d["program"], d["mode"], d["gpus"], d["n"])
-        ours = [r for r in rows if "vs_dace_mpi" in r and (r["program"], r["mode"], r["gpus"], r["n"]) == key]
+        key = _domain(d)
+        ours = [r for r in rows if "vs_dace_mpi" in r and _domain(r) == key]
         if not ours:
             continue
         best = min(ours, key=lambda r: r["us_per_step"])
-        cells = [*key, f"{d['us_per_step']:.2f}", f"{best['us_per_step']:.2f} ({best['form']})"]
+        size = f"{key[4]}x{key[3]}" if key[4] else key[3]
+        cells = [*key[:3], size, f"{d['us_per_step']:.2f}", f"{best['us_per_step']:.2f} ({best['form']})"]
         lines.append("| " + " | ".join(map(str, cells)) + f" | {best['vs_dace_mpi']:.2f} |")
     return lines
 

@@ -23,6 +23,7 @@ from dace.sdfg.propagation import propagate_subset
 from dace.sdfg.state import SDFGState
 from dace_cpufree.transformations.schedule_threads import contiguous_param
 
+from dace_cpufree import memlets
 from dace_cpufree.errors import NotPersistableError
 
 from .captures import apart
@@ -291,14 +292,14 @@ def _written(ctx: KernelContext, entry, outputs) -> list:
     return out
 
 
-def _outer_regions(ctx: KernelContext, reads, writes, memlets) -> tuple:
+def _outer_regions(ctx: KernelContext, reads, writes, outer) -> tuple:
     """``(container, mode, subset)`` of a grid-wide item from its outer memlets (DaCe's propagated subsets,
     over-approximations), so that the synchronisation analysis can tell steps on disjoint parts of one
     container apart (a halo row and the interior). Empty, i.e. whole containers, unless the memlets cover
     every container the item touches."""
     regions = [
         (m.data, mode, m.subset)
-        for m, mode in memlets
+        for m, mode in outer
         if not m.is_empty() and m.data in ctx.device and m.subset is not None
     ]
     covered = {mode: {n for n, m, _ in regions if m == mode} for mode in ("R", "W")}
@@ -633,19 +634,6 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     return item
 
 
-def _copy_ends(state: SDFGState, edge) -> tuple[str, subsets.Subset, str, subsets.Subset]:
-    """Source and destination containers and subsets of a copy edge, also one that crosses a scope."""
-    path = state.memlet_path(edge)
-    src = edge.src.data if isinstance(edge.src, nodes.AccessNode) else path[0].src.data
-    dst = edge.dst.data if isinstance(edge.dst, nodes.AccessNode) else path[-1].dst.data
-    memlet = edge.data
-    if memlet.data == src:
-        src_sub, dst_sub = memlet.subset, memlet.other_subset or memlet.subset
-    else:
-        dst_sub, src_sub = memlet.subset, memlet.other_subset or memlet.subset
-    return src, src_sub, dst, dst_sub
-
-
 def _unflatten(tag: str, flat: str, sizes: list) -> list[str]:
     """C++ lines that decode element ``flat`` (row-major) of a box of ``sizes`` into digits ``__{tag}{k}``
     (:func:`decode_flat`: 32-bit when the sizes are constants whose product fits in 31 bits)."""
@@ -661,7 +649,7 @@ def _index(tag: str, sub: subsets.Subset) -> list:
 
 def _copy(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list[str] | None) -> tuple[list[str], str]:
     """Body of an element-wise copy loop over ``flat``, and the element count."""
-    src, src_sub, dst, dst_sub = _copy_ends(state, edge)
+    src, src_sub, dst, dst_sub = memlets.ends(state, edge)
     n = cexpr(src_sub.num_elements())
     if src_sub.num_elements() == 1 and dst_sub.num_elements() == 1:
         src_expr, dst_expr = ctx.access(src, src_sub), ctx.access(dst, dst_sub)
@@ -703,7 +691,7 @@ def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
         writes,
         work=n if not any(c.isalpha() for c in n.replace("long", "")) else None,
     )
-    src, ssub, dst, dsub = _copy_ends(state, edge)
+    src, ssub, dst, dsub = memlets.ends(state, edge)
     regions = [(src, "R", ssub), (dst, "W", dsub)]
     item.regions = tuple((c, m, sub) for c, m, sub in regions if c in device and sub is not None)
     if len(item.regions) != len(reads) + len(writes):
@@ -739,12 +727,12 @@ def _state_items(ctx: KernelContext, state: SDFGState) -> list[Item]:
     out = []
     for node in _topological(state, sdict, None):
         if isinstance(node, nodes.MapEntry):
-            out.append(map_item(ctx, state, node))
+            out.append(_located(map_item(ctx, state, node), node))
         elif isinstance(node, nodes.Tasklet):
-            out.append(tasklet_item(ctx, state, node))
+            out.append(_located(tasklet_item(ctx, state, node), node))
         elif isinstance(node, nodes.AccessNode):
             out += [
-                copy_item(ctx, state, e)
+                _located(copy_item(ctx, state, e), node)
                 for e in state.in_edges(node)
                 if isinstance(e.src, nodes.AccessNode) and not is_view_edge(ctx.sdfg, state, e)
             ]
@@ -757,3 +745,12 @@ def _state_items(ctx: KernelContext, state: SDFGState) -> list[Item]:
                 "(dace_cpufree.persistent_sdfg does both)."
             )
     return out
+
+
+def _located(item: Item, node) -> Item:
+    """``item`` with the program line of ``node`` (DaCe's debug information), for messages that point the user
+    at their own code."""
+    info = getattr(node, "debuginfo", None)
+    if info is not None and info.filename and info.start_line:
+        item.source = f"{info.filename}:{info.start_line}"
+    return item

@@ -42,6 +42,7 @@ class Item:
     block: int = 0  # the block (modulo the grid) that runs a BLOCK or THREAD item (EACH: the warp); the leader's is 0
     regions: tuple = ()  # (container, "R"/"W", subset) of a BLOCK/THREAD item: finer than reads/writes
     row: object = None  # how a map step can run row by row (``rows.RowCandidate``), for tile-local fusion
+    source: str = ""  # "file:line" of the program construct the item comes from, where DaCe recorded it
 
 
 @dataclass(eq=False)

@@ -54,6 +54,7 @@ class KernelSource:
     dialect: Dialect
     steps: list = None  # (label, strategy, sync before) per work item, in program order
     step_labels: list = None  # with step timing (DACE_CPUFREE_STEP_TIMES=1): the segments' names, in mark order
+    step_sources: dict = None  # step label -> "file:line" of the program construct it comes from
 
 
 #: ``DACE_CPUFREE_STEP_TIMES=1``: kernels are built with step timing (see :func:`step_times_requested`).
@@ -301,4 +302,5 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
         for i in work
     ]
     labels = printer.segments if timed else None
-    return KernelSource(code, kernel, args, code.count("__grid.sync();"), len(work), dialect, steps, labels)
+    sources = {i.label: i.source for i in work if i.source}
+    return KernelSource(code, kernel, args, code.count("__grid.sync();"), len(work), dialect, steps, labels, sources)

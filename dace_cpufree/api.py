@@ -9,7 +9,7 @@ import dace
 
 from dace_cpufree.codegen import DIALECTS, KernelSource, generate
 from dace_cpufree.codegen.comm import add_shmem_runtime, uses_shmem
-from dace_cpufree.errors import CpufreeError, LaunchError
+from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
 from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
 
@@ -131,7 +131,15 @@ def compile(  # noqa: A001 - the API's name
             "Fix: use backend='cuda' on GPUs, or dace_cpufree.generate_code(...) to inspect the code."
         )
     source = add_shmem_runtime(generate(sdfg, DIALECTS["cuda" if backend == "emulate" else backend]), sdfg)
-    library = build(source.code, sdfg.name, backend, shmem=shmem)
+    try:
+        library = build(source.code, sdfg.name, backend, shmem=shmem)
+    except BuildError as err:
+        where = (source.step_sources or {}).get(err.step)
+        if where is None:
+            raise
+        raise BuildError(
+            f"{err}\nprogram line of that step: {where}", first_error=err.first_error, step=err.step
+        ) from None
     if not load:
         return library
     return PersistentProgram(sdfg, source, library, backend)

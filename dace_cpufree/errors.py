@@ -1,5 +1,7 @@
 """The dace-cpufree exception family: each message names the problem and the fix."""
 
+from __future__ import annotations
+
 
 class CpufreeError(Exception):
     """Base class of every error raised by dace-cpufree."""
@@ -10,7 +12,16 @@ class NotPersistableError(CpufreeError):
 
 
 class BuildError(CpufreeError):
-    """The generated code did not compile."""
+    """The generated code did not compile.
+
+    :ivar first_error: the compiler's first error line (later errors are often its consequences), or ``None``.
+    :ivar step: the label of the kernel step whose generated code holds that error, where it could be told.
+    """
+
+    def __init__(self, message: str, first_error: str | None = None, step: str | None = None):
+        super().__init__(message)
+        self.first_error = first_error
+        self.step = step
 
 
 class LaunchError(CpufreeError):

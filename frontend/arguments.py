@@ -17,6 +17,7 @@ from dace import data as dt
 from dace import subsets
 from dace.sdfg import nodes
 
+from dace_cpufree import memlets
 from dace_cpufree.errors import CommunicationError
 
 
@@ -70,8 +71,7 @@ def resolve_region(pv, sdfg: dace.SDFG, value, call: str, role: str) -> Region:
         found = _index_copy(sdfg, value)
         if found is not None:
             state, edge = found
-            memlet = edge.data
-            subset = memlet.subset if memlet.data == edge.src.data else memlet.other_subset
+            subset = memlets.read_subset(state, edge)
             _remove_index_copy(sdfg, state, edge)
             return Region(edge.src.data, subset)
     return Region(value, subsets.Range.from_array(desc))

@@ -15,6 +15,8 @@ from dace import subsets
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion, SDFGState
 
+from dace_cpufree import memlets
+
 
 def _order(region: ControlFlowRegion) -> list:
     if region.number_of_nodes() == 0:
@@ -118,11 +120,9 @@ def accesses(state: dace.SDFGState) -> list[tuple[str, str, subsets.Subset | Non
         if e.data.is_empty():
             continue
         if isinstance(e.src, nodes.AccessNode):
-            sub = e.data.subset if e.data.data == e.src.data else e.data.other_subset
-            out.append((e.src.data, "R", sub))
+            out.append((e.src.data, "R", memlets.read_subset(state, e)))
         if isinstance(e.dst, nodes.AccessNode):
-            sub = e.data.subset if e.data.data == e.dst.data else e.data.other_subset
-            out.append((e.dst.data, "W", sub))
+            out.append((e.dst.data, "W", memlets.written_subset(state, e)))
     return out
 
 

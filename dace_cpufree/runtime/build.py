@@ -7,6 +7,7 @@ import fcntl
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -161,9 +162,55 @@ def build(code: str, name: str, backend: str, shared: bool = True, shmem: bool =
         cmd[cmd.index(str(output))] = str(partial)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise BuildError(
-                f"{cmd[0]} failed on the generated code of '{name}' ({source}):\n{proc.stderr[-6000:]}\n"
-                f"command: {' '.join(cmd)}"
-            )
+            raise compiler_failure(cmd, name, source, proc.stderr)
         os.replace(partial, output)
     return output
+
+
+_ERROR_LINE = re.compile(r"^(?P<file>[^:(\s][^:(]*?)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::\d+)?):\s*(?:fatal )?error\b")
+
+
+def first_error(stderr: str) -> tuple[str, int | None] | None:
+    """The first error line of a compiler's output (nvcc/hipcc ``file(line): error``, g++/clang
+    ``file:line:col: error``) and the line of the file it names, or ``None`` when no line says error."""
+    for line in stderr.splitlines():
+        m = _ERROR_LINE.match(line.strip())
+        if m:
+            return line.strip(), int(m.group("l1") or m.group("l2"))
+    for line in stderr.splitlines():
+        if "error" in line.lower():
+            return line.strip(), None
+    return None
+
+
+def _step_of(code_lines: list[str], line: int) -> str | None:
+    """The step comment (``// map ...``, ``// copy ...``, ``// tasklet ...``) nearest above generated ``line``."""
+    for text in reversed(code_lines[: max(line - 1, 0)]):
+        stripped = text.strip()
+        if stripped.startswith("// ") and not stripped.startswith("// ----"):
+            return stripped[3:]
+    return None
+
+
+def compiler_failure(cmd: list[str], name: str, source: Path, stderr: str) -> BuildError:
+    """The error of a failed build: the first error first (the later ones are often its consequences), the
+    generated line it points at and the step that line belongs to, then the end of the output and the command."""
+    found = first_error(stderr)
+    lines = [f"{Path(cmd[0]).name} failed on the generated code of '{name}' ({source})."]
+    error = step = None
+    if found is not None:
+        error, line = found
+        lines.append(f"first error: {error}")
+        code_lines = source.read_text().splitlines() if source.exists() else []
+        if line is not None and 0 < line <= len(code_lines):
+            lines.append(f"  generated line {line}: {code_lines[line - 1].strip()}")
+            step = _step_of(code_lines, line)
+            if step:
+                lines.append(f"  in the step: {step}")
+    lines.append(
+        "Fix: this construct is a code-generation gap of dace-cpufree; rewrite it with the supported NumPy subset "
+        "(docs/usage.md), or report it with the program."
+    )
+    lines.append(f"compiler output (last 4000 characters):\n{stderr[-4000:]}")
+    lines.append(f"command: {' '.join(cmd)}")
+    return BuildError("\n".join(lines), first_error=error, step=step)

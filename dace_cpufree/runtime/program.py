@@ -159,7 +159,7 @@ class PersistentProgram:
             raise LaunchError(f"{self.sdfg.name}: {self._lib.cpufree_error().decode()}")
 
     def __call__(self, *args, **kwargs):
-        values = self._bind_names(args, kwargs)
+        values = self._check_values(self._bind_names(args, kwargs))
         symbols = self._infer_symbols(values)
         returns = self._allocate_returns(values, symbols)
         owned = []
@@ -196,11 +196,52 @@ class PersistentProgram:
         for key, value in kwargs.items():
             if key in values:
                 raise ArgumentError(f"{self.sdfg.name}: argument '{key}' given twice.")
+            if key not in names and key not in self._symbol_names:
+                raise ArgumentError(
+                    f"{self.sdfg.name}: unknown keyword argument '{key}'. Fix: use the program's parameters "
+                    f"({', '.join(names)}) or its size symbols ({', '.join(sorted(self._symbol_names)) or 'none'})."
+                )
             values[key] = value
         missing = [n for n in names if n not in values]
         if missing:
             raise ArgumentError(f"{self.sdfg.name}: missing argument(s) {', '.join(missing)}.")
         return values
+
+    def _check_values(self, values: dict) -> dict:
+        """Arrays and scalars as the kernel takes them, or an :class:`ArgumentError` naming the parameter, what it
+        expects and the fix: a list for an array, a read-only array for a written one, a scalar of the wrong kind.
+        An array with extra dimensions of size 1 (``(N, 1)`` for ``float64[N]``) is passed as a view without them,
+        as upstream DaCe accepts it."""
+        kinds = {a.name: a for a in self._host_args}
+        for name, value in values.items():
+            arg = kinds.get(name)
+            if arg is None or arg.kind == "symbol":
+                continue
+            if arg.kind == "array":
+                values[name] = self._array_value(arg, value)
+            else:
+                values[name] = _scalar_value(self.sdfg.name, arg, value)
+        return values
+
+    def _array_value(self, arg, value):
+        name, want = arg.name, len(self._dims.get(arg.name, ()))
+        if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+            raise ArgumentError(
+                f"{self.sdfg.name}: '{name}' is a {type(value).__name__}, the program expects an array "
+                f"({self.sdfg.arrays[name].dtype.to_string()}{list(self.sdfg.arrays[name].shape)}). "
+                f"Fix: pass np.asarray(...) with dtype {self._dtypes[name]} (or a CuPy array)."
+            )
+        shape = list(value.shape)
+        while len(shape) > want and 1 in shape:  # drop unit dimensions, last first, down to the declared rank
+            del shape[len(shape) - 1 - shape[::-1].index(1)]
+        if len(shape) != len(value.shape) and len(shape) == want:
+            value = value.reshape(shape)
+        if arg.written and getattr(getattr(value, "flags", None), "writeable", True) is False:
+            raise ArgumentError(
+                f"{self.sdfg.name}: '{name}' is read-only, and the program writes it. Fix: pass a writable copy "
+                f"({name}.copy())."
+            )
+        return value
 
     def _infer_symbols(self, values: dict) -> dict:
         symbols = {k: v for k, v in values.items() if k in self._symbol_names}
@@ -299,6 +340,26 @@ class PersistentProgram:
                         ctypes.c_void_p(bound.host.ctypes.data), ctypes.c_void_p(bound.device), bound.host.nbytes, 0
                     )
                 )
+
+
+def _scalar_value(program: str, arg, value):
+    """A scalar argument as its ctypes type takes it; integers for integer parameters (a float would be cut)."""
+    dtype = np.dtype(arg.desc.dtype.as_numpy_dtype())
+    kind = "an integer" if dtype.kind in "iub" else "a real number" if dtype.kind == "f" else f"a {dtype} value"
+    ok = isinstance(value, (bool, int, float, complex, np.generic)) or (
+        isinstance(value, np.ndarray) and value.shape == ()
+    )
+    if ok:
+        scalar = np.asarray(value)
+        if dtype.kind in "iub" and scalar.dtype.kind in "iub":
+            return scalar.item()
+        if dtype.kind in "fc" and scalar.dtype.kind in "iubf" + ("c" if dtype.kind == "c" else ""):
+            return scalar.item()
+    raise ArgumentError(
+        f"{program}: '{arg.name}' is {value!r} ({type(value).__name__}), the program declares it "
+        f"{arg.desc.dtype.to_string()}: {kind}. Fix: pass {kind}"
+        + (f" (int({arg.name}) if the value is whole)." if dtype.kind in "iub" else ".")
+    )
 
 
 def _attach_shmem(lib, source):

@@ -1,0 +1,81 @@
+"""Call-time checks: every wrong argument is an ArgumentError naming the parameter, what it expects and the fix."""
+
+import dace
+import numpy as np
+import pytest
+
+import dace_cpufree
+from dace_cpufree import ArgumentError
+
+N = dace.symbol("N")
+
+
+@dace.program
+def scale(x: dace.float64[N], y: dace.float64[N], alpha: dace.float64, reps: dace.int64):
+    for _ in range(reps):
+        y[:] = alpha * x + y
+
+
+@pytest.fixture(scope="module")
+def run():
+    return dace_cpufree.compile(scale, backend="emulate")
+
+
+def test_a_correct_call_still_runs(run):
+    x, y = np.arange(5.0), np.ones(5)
+    run(x, y, 2.0, 3)
+    np.testing.assert_allclose(y, 1 + 6 * np.arange(5.0))
+
+
+def test_an_integer_for_a_float_scalar_is_accepted(run):
+    y = np.zeros(3)
+    run(np.ones(3), y, 2, np.int32(1))
+    np.testing.assert_allclose(y, 2.0)
+
+
+def test_a_float_for_an_integer_scalar_names_the_parameter(run):
+    with pytest.raises(ArgumentError, match=r"'reps' is 2\.5 .*int64.*Fix: pass an integer"):
+        run(np.ones(3), np.zeros(3), 1.0, 2.5)
+
+
+def test_a_string_for_a_scalar_names_the_parameter(run):
+    with pytest.raises(ArgumentError, match=r"'alpha' is 'two'"):
+        run(np.ones(3), np.zeros(3), "two", 1)
+
+
+def test_an_unknown_keyword_is_refused(run):
+    with pytest.raises(ArgumentError, match=r"unknown keyword argument 'beta'.*Fix"):
+        run(np.ones(3), np.zeros(3), 1.0, 1, beta=2.0)
+
+
+def test_a_size_symbol_may_be_given_as_a_keyword(run):
+    y = np.zeros(4)
+    run(np.ones(4), y, 1.0, 1, N=4)
+    np.testing.assert_allclose(y, 1.0)
+
+
+def test_a_list_for_an_array_says_how_to_pass_it(run):
+    with pytest.raises(ArgumentError, match=r"'x' is a list.*Fix: pass np\.asarray"):
+        run([1.0, 2.0], np.zeros(2), 1.0, 1)
+
+
+def test_a_read_only_array_for_a_written_parameter_is_refused(run):
+    y = np.zeros(3)
+    y.setflags(write=False)
+    with pytest.raises(ArgumentError, match=r"'y' is read-only.*Fix"):
+        run(np.ones(3), y, 1.0, 1)
+
+
+def test_a_read_only_array_for_a_read_parameter_is_fine(run):
+    x = np.ones(3)
+    x.setflags(write=False)
+    y = np.zeros(3)
+    run(x, y, 1.0, 1)
+    np.testing.assert_allclose(y, 1.0)
+
+
+def test_an_n_by_1_array_for_a_vector_is_accepted_and_written_through(run):
+    """NPBench's nbody passes (N, 1) arrays for float64[N] parameters; upstream DaCe accepts them."""
+    x, y = np.arange(4.0).reshape(4, 1), np.ones((4, 1))
+    run(x, y, 1.0, 2)
+    np.testing.assert_allclose(y[:, 0], 1 + 2 * np.arange(4.0))

@@ -1,0 +1,110 @@
+"""Copies between two regions of one array (``p[0, :] = p[1, :]``): the direction DaCe records on the memlet.
+
+Such a copy's memlet names one container at both ends; which of its two subsets is the source is recorded by
+DaCe on the memlet (``src_subset``/``dst_subset``). Reading ``subset`` as the source copies the wrong way round
+(row 0 into row 1): NPBench's cavity_flow boundary conditions were silently wrong that way.
+"""
+
+import dace
+import numpy as np
+import pytest
+from dace_cpufree.transformations.program_order import accesses
+
+import dace_cpufree
+from dace_cpufree.memlets import ends
+
+N = dace.symbol("N")
+
+
+@dace.program
+def boundary_copies(p: dace.float64[N, N]):
+    p[0, :] = p[1, :]
+    p[:, -1] = p[:, -2]
+    p[-1, :] = p[-2, :]
+    p[:, 0] = p[:, 1]
+
+
+@dace.program
+def boundary_copies_in_a_loop(u: dace.float64[N, N], v: dace.float64[N, N], T: dace.int64):
+    for _ in range(T):
+        v[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+        v[0, :] = v[1, :]
+        v[:, -1] = v[:, -2]
+        u[:] = v
+
+
+def _numpy_boundary_copies(p):
+    p[0, :] = p[1, :]
+    p[:, -1] = p[:, -2]
+    p[-1, :] = p[-2, :]
+    p[:, 0] = p[:, 1]
+
+
+def _numpy_loop(u, v, T):
+    for _ in range(T):
+        v[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+        v[0, :] = v[1, :]
+        v[:, -1] = v[:, -2]
+        u[:] = v
+
+
+def _same_array_copies(sdfg):
+    for state in sdfg.states():
+        for e in state.edges():
+            if isinstance(e.src, dace.nodes.AccessNode) and isinstance(e.dst, dace.nodes.AccessNode):
+                if e.src.data == e.dst.data:
+                    yield state, e
+
+
+def test_copy_ends_follow_the_recorded_direction():
+    sdfg = boundary_copies.to_sdfg(simplify=True)
+    found = list(_same_array_copies(sdfg))
+    assert found, "the frontend no longer makes same-array copies: the test needs another program"
+    rows = set()
+    for state, e in found:
+        src, src_sub, dst, dst_sub = ends(state, e)
+        assert src == dst == "p"
+        assert src_sub == e.data.get_src_subset(e, state) and dst_sub == e.data.get_dst_subset(e, state)
+        rows.add((str(src_sub), str(dst_sub)))
+    assert ("1, 0:N", "0, 0:N") in rows  # p[0, :] = p[1, :] reads row 1, writes row 0
+
+
+def test_state_accesses_read_the_source_region():
+    """The ordering passes compare what states read and write: the read of a same-array copy is its source."""
+    sdfg = boundary_copies.to_sdfg(simplify=True)
+    state, e = next(iter(_same_array_copies(sdfg)))
+    listed = [(name, mode, str(sub)) for name, mode, sub in accesses(state) if name == "p"]
+    src, src_sub, dst, dst_sub = ends(state, e)
+    assert ("p", "R", str(src_sub)) in listed and ("p", "W", str(dst_sub)) in listed
+    assert str(src_sub) != str(dst_sub)
+
+
+@pytest.mark.parametrize("n", [6, 33])
+def test_boundary_copies_match_numpy_in_the_emulation(n):
+    rng = np.random.default_rng(1)
+    p = rng.random((n, n))
+    want = p.copy()
+    _numpy_boundary_copies(want)
+    dace_cpufree.compile(boundary_copies, backend="emulate")(p)
+    np.testing.assert_array_equal(p, want)
+
+
+def test_boundary_copies_in_a_time_loop_match_numpy_in_the_emulation():
+    rng = np.random.default_rng(2)
+    u, v = rng.random((12, 12)), rng.random((12, 12))
+    wu, wv = u.copy(), v.copy()
+    _numpy_loop(wu, wv, 4)
+    dace_cpufree.compile(boundary_copies_in_a_loop, backend="emulate")(u, v, 4)
+    np.testing.assert_allclose(u, wu, rtol=1e-14)
+    np.testing.assert_allclose(v, wv, rtol=1e-14)
+
+
+@pytest.mark.gpu
+def test_boundary_copies_match_numpy_on_gpu():
+    rng = np.random.default_rng(3)
+    u, v = rng.random((200, 200)), rng.random((200, 200))
+    wu, wv = u.copy(), v.copy()
+    _numpy_loop(wu, wv, 5)
+    dace_cpufree.compile(boundary_copies_in_a_loop, backend="cuda")(u, v, 5)
+    np.testing.assert_allclose(u, wu, rtol=1e-14)
+    np.testing.assert_allclose(v, wv, rtol=1e-14)

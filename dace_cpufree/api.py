@@ -10,6 +10,7 @@ import dace
 from dace_cpufree.codegen import DIALECTS, KernelSource, generate
 from dace_cpufree.codegen.comm import add_shmem_runtime, uses_shmem
 from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
+from dace_cpufree.options import CompileOptions
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
 from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
 
@@ -32,6 +33,8 @@ def persistent_sdfg(
     symbols: dict[str, int] | None = None,
     backend: str = "cuda",
     shmem_transport: str | None = None,
+    *,
+    options: CompileOptions | None = None,
 ) -> dace.SDFG:
     """The SDFG of a program, transformed to run as one persistent cooperative kernel.
 
@@ -48,10 +51,20 @@ def persistent_sdfg(
                     ``"proxy"`` when the launcher placed the ranks on several nodes, else ``"p2p"``),
                     ``"proxy"`` (NVSHMEM's calls, any node) or ``"p2p"`` (the kernel stores to its peers
                     directly; one node).
+    :param options: all of the above as one :class:`~dace_cpufree.options.CompileOptions` (then the other
+                    keywords are ignored).
 
     The input is not modified. Raises :class:`NotPersistableError` naming what cannot be made persistent.
     """
+    opts = options or CompileOptions.resolve(
+        backend=backend, scheduler=scheduler, tile_sizes=tile_sizes, symbols=symbols, shmem_transport=shmem_transport
+    )
+    return _transformed(program_or_sdfg, opts)
+
+
+def _transformed(program_or_sdfg, opts: CompileOptions) -> dace.SDFG:
     sdfg = _to_sdfg(program_or_sdfg)
+    symbols = opts.symbols
     if symbols:
         unknown = sorted(set(symbols) - set(map(str, sdfg.free_symbols)))
         if unknown:
@@ -63,11 +76,12 @@ def persistent_sdfg(
         for k in symbols:
             if k in sdfg.symbols:
                 sdfg.remove_symbol(k)
-    PrepareCommunication("cuda" if backend == "emulate" else backend, shmem_transport).apply_pass(sdfg, {})
+    shmem_backend = "cuda" if opts.backend == "emulate" else opts.backend
+    PrepareCommunication(shmem_backend, opts.shmem_transport, opts.early_puts).apply_pass(sdfg, {})
     FusePersistentKernel().apply_pass(sdfg, {})
-    if scheduler not in (True, False, "all"):
-        raise CpufreeError(f"scheduler={scheduler!r}. Fix: use True (reductions), 'all' (every map) or False.")
-    ScheduleThreads(tile_sizes=tile_sizes, enabled=bool(scheduler), elementwise=scheduler == "all").apply_pass(sdfg, {})
+    ScheduleThreads(
+        tile_sizes=opts.tile_sizes, enabled=bool(opts.scheduler), elementwise=opts.scheduler == "all"
+    ).apply_pass(sdfg, {})
     sdfg.validate()
     return sdfg
 

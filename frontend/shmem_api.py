@@ -9,7 +9,6 @@ puts (``rocshmem_<T>_p``) by the work-group's threads, the signal a remote ``uin
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 
 import dace
@@ -118,50 +117,22 @@ NVSHMEM_P2P_API = dataclasses.replace(
 )
 
 APIS = {"NVSHMEM": NVSHMEM_API, "NVSHMEM_P2P": NVSHMEM_P2P_API, "ROCSHMEM": ROCSHMEM_API}
-TRANSPORTS = ("auto", "p2p", "proxy")
-TRANSPORT_ENV = "DACE_CPUFREE_SHMEM_TRANSPORT"
-
-
-def _ranks_span_nodes() -> bool | None:
-    """Whether the launcher placed this job's ranks on more than one node (``None``: it does not say)."""
-    env = os.environ
-    for total, local in (
-        ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"),  # Open MPI
-        ("PMI_SIZE", "MPI_LOCALNRANKS"),  # MPICH / Hydra (also NVSHMEM's nvshmrun)
-        ("SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"),
-    ):
-        if env.get(total, "").isdigit() and env.get(local, "").isdigit():
-            return int(env[total]) > int(env[local])
-    if env.get("SLURM_JOB_NUM_NODES", "").isdigit():
-        return int(env["SLURM_JOB_NUM_NODES"]) > 1
-    return None
-
-
-def transport_choice(transport: str | None = None) -> str:
-    """The transport asked for: ``transport``, else ``DACE_CPUFREE_SHMEM_TRANSPORT``, else ``"auto"``."""
-    transport = transport or os.environ.get(TRANSPORT_ENV) or "auto"
-    if transport not in TRANSPORTS:
-        raise CommunicationError(
-            f"shmem_transport={transport!r}. Fix: use one of {', '.join(TRANSPORTS)} "
-            f"(argument shmem_transport or {TRANSPORT_ENV})."
-        )
-    return transport
-
-
-def implementation(backend: str, transport: str | None = None) -> str:
-    """The library-node implementation for ``backend`` and ``transport`` (default: the environment variable
-    ``DACE_CPUFREE_SHMEM_TRANSPORT``, else ``"auto"``).
+def implementation(backend: str, transport: str = "p2p") -> str:
+    """The library-node implementation for ``backend`` and a decided ``transport`` (``CompileOptions.resolve``
+    decides ``"auto"``).
 
     ``"proxy"``: NVSHMEM's calls, which reach peers on this node and on others; ``"p2p"``: the kernel stores
     to its peers directly (one node, see ``NVSHMEM_P2P_API``; the launcher checks at start that every peer
-    is reachable and names ``"proxy"`` when one is not); ``"auto"``: ``"proxy"`` when the launcher placed the
-    ranks on several nodes, else ``"p2p"`` (the default). Measured on 4 H200s (docs/multigpu.md, session 6):
-    direct stores let the kernel keep full blocks (NVSHMEM's proxy code linked into it cost 76 registers per
-    thread, so half the threads per SM), which made Jacobi 2-D at 4096^2 per GPU 1.5x faster on 4 GPUs; at
-    small tiles (1024^2, 128^3 per GPU) NVSHMEM's calls were 3-23 % faster. ROC_SHMEM (``"hip"``) has its
-    calls only.
+    is reachable and names ``"proxy"`` when one is not). Measured on 4 H200s (docs/multigpu.md): direct stores
+    let the kernel keep full blocks (NVSHMEM's proxy code linked into it cost 76 registers per thread, so half
+    the threads per SM), which made Jacobi 2-D at 4096^2 per GPU 1.5x faster on 4 GPUs; at small tiles
+    (1024^2, 128^3 per GPU) NVSHMEM's calls were 3-23 % faster. ROC_SHMEM (``"hip"``) has its calls only.
     """
-    transport = transport_choice(transport)
+    if transport not in ("p2p", "proxy"):
+        raise CommunicationError(
+            f"shmem_transport={transport!r}. Fix: use one of auto, p2p, proxy (auto is decided by "
+            "dace_cpufree.compile from the launcher's placement)."
+        )
     if backend == "hip":
         if transport == "p2p":
             raise CommunicationError(
@@ -170,6 +141,4 @@ def implementation(backend: str, transport: str | None = None) -> str:
         return "ROCSHMEM"
     if backend not in ("cuda", "emulate"):
         raise CommunicationError(f"no SHMEM library for backend '{backend}'. Fix: use 'cuda' or 'hip'.")
-    if transport == "auto":
-        transport = "proxy" if _ranks_span_nodes() else "p2p"
     return "NVSHMEM_P2P" if transport == "p2p" else "NVSHMEM"

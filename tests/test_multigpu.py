@@ -57,22 +57,3 @@ def test_overlapped_with_symbolic_sizes(program):
     are not provably disjoint) and the in-kernel halo buffer initialisation fenced by a PE barrier."""
     report = _run(program, "overlapped", 2, SIZES[program], steps=20, extra=("--generic",))
     assert report["valid"] and report["max_abs_error"] <= 1e-12, report
-
-
-@pytest.mark.multigpu
-@pytest.mark.nvshmem
-@pytest.mark.parametrize("form", ["plain", "overlapped"])
-@pytest.mark.parametrize("program", ["jacobi_2d", "jacobi_3d"])
-def test_hide_waits_matches_numpy(program, form, monkeypatch):
-    """HideWaits on (opt-in): the interior's tail runs after the waits and the unpacking, on 2 GPUs."""
-    import dace_cpufree
-    from npbench_runs.multigpu import PROGRAMS
-    from npbench_runs.multigpu.run import compile_symbols
-
-    monkeypatch.setenv("DACE_CPUFREE_HIDE_WAITS", "8")  # mpirun_job passes DACE_CPUFREE_* to every rank
-    module = PROGRAMS[program]
-    fixed, _ = compile_symbols(program, 2, module.local_shape(SIZES[program], 2, None))
-    sdfg = dace_cpufree.persistent_sdfg(getattr(module, form), symbols=fixed)
-    assert any(s.label.endswith("_tail") for s in sdfg.states()), "the pass did not apply at these sizes"
-    report = _run(program, form, 2, SIZES[program], steps=20)
-    assert report["valid"] and report["max_abs_error"] <= 1e-12, report

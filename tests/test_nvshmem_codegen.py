@@ -117,7 +117,7 @@ def test_concurrent_puts_run_on_different_blocks_block_cooperatively():
 def test_nonblocking_puts_get_a_quiet_on_their_own_block_before_the_source_is_rewritten():
     sdfg = sp.concurrent.to_sdfg(simplify=True)
     assert _puts_and_blocking(sp.concurrent) == [False] * 4
-    PrepareCommunication("cuda").apply_pass(sdfg, {})
+    PrepareCommunication("cuda", "proxy").apply_pass(sdfg, {})
     quiets = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and "quiet" in n.label]
     puts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and n.label == "putmem"]
     assert quiets and all("nvshmem_quiet();" in q.code.as_string for q in quiets)
@@ -421,33 +421,27 @@ def test_direct_store_transport_writes_through_peer_pointers(monkeypatch):
     assert "__global__ void cpufree_npbench_runs_multigpu_jacobi_2d_plain_kernel(" in proxy
 
 
-def test_transport_choice_follows_the_option_the_environment_and_the_launcher(monkeypatch):
+def test_transport_choice_follows_the_option_the_environment_and_the_launcher():
     from dace_cpufree.frontend.shmem_api import implementation
 
-    from dace_cpufree.errors import CommunicationError
+    from dace_cpufree.errors import CommunicationError, CpufreeError
+    from dace_cpufree.options import CompileOptions
 
-    for var in (
-        "OMPI_COMM_WORLD_SIZE",
-        "OMPI_COMM_WORLD_LOCAL_SIZE",
-        "PMI_SIZE",
-        "MPI_LOCALNRANKS",
-        "SLURM_NTASKS",
-        "SLURM_NTASKS_PER_NODE",
-        "SLURM_JOB_NUM_NODES",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.delenv("DACE_CPUFREE_SHMEM_TRANSPORT")
-    assert implementation("cuda") == "NVSHMEM_P2P"  # default "auto": no launcher says several nodes
-    assert implementation("cuda", "proxy") == "NVSHMEM"
-    assert implementation("cuda", "p2p") == "NVSHMEM_P2P" and implementation("hip") == "ROCSHMEM"
-    monkeypatch.setenv("DACE_CPUFREE_SHMEM_TRANSPORT", "p2p")
-    assert implementation("cuda") == "NVSHMEM_P2P" and implementation("cuda", "proxy") == "NVSHMEM"
-    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "8")
-    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4")  # two nodes
-    assert implementation("cuda", "auto") == "NVSHMEM"
-    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "8")  # one node
-    assert implementation("cuda", "auto") == "NVSHMEM_P2P"
-    with pytest.raises(CommunicationError, match="Fix: use one of auto, p2p, proxy"):
-        implementation("cuda", "nvlink")
+    def transport(environ, **given):
+        return CompileOptions.resolve(environ, **given).shmem_transport
+
+    assert transport({}) == "p2p"  # default "auto": no launcher says several nodes
+    assert transport({}, shmem_transport="proxy") == "proxy"
+    assert transport({}, backend="hip") == "proxy"  # ROC_SHMEM has its calls only
+    assert transport({"DACE_CPUFREE_SHMEM_TRANSPORT": "proxy"}) == "proxy"
+    assert transport({"DACE_CPUFREE_SHMEM_TRANSPORT": "proxy"}, shmem_transport="p2p") == "p2p"
+    two_nodes = {"OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}
+    assert transport(two_nodes) == "proxy"
+    assert transport({**two_nodes, "OMPI_COMM_WORLD_LOCAL_SIZE": "8"}) == "p2p"  # one node
+    assert transport({"SLURM_JOB_NUM_NODES": "2"}) == "proxy"
+    with pytest.raises(CpufreeError, match="Fix: use one of auto, p2p, proxy"):
+        transport({}, shmem_transport="nvlink")
+    assert implementation("cuda", "proxy") == "NVSHMEM" and implementation("cuda", "p2p") == "NVSHMEM_P2P"
+    assert implementation("hip", "proxy") == "ROCSHMEM"
     with pytest.raises(CommunicationError, match="NVSHMEM only"):
         implementation("hip", "p2p")

@@ -4,14 +4,12 @@ from .communication import PrepareCommunication
 from .early_puts import SplitForEarlyPuts
 from .expand_libraries import ExpandLibraryNodesToDataflow
 from .fuse_persistent import FusePersistentKernel, check_persistable
-from .hide_waits import HideWaits
 from .schedule import PERSISTENT_SCHEDULE
 from .schedule_threads import ScheduleThreads
 
 __all__ = [
     "ExpandLibraryNodesToDataflow",
     "FusePersistentKernel",
-    "HideWaits",
     "PERSISTENT_SCHEDULE",
     "ScheduleThreads",
     "PrepareCommunication",

@@ -3,8 +3,7 @@
 Runs before :class:`FusePersistentKernel`, on the program's ``Putmem``/``SignalWait`` nodes:
 
 1. placement: a node inside a map (every thread would call it) is an error; a map followed by puts of its
-   edge cells is split so that the puts go out before its interior is computed (:mod:`.early_puts`), and
-   the last part of a map followed by waits runs after them (:mod:`.hide_waits`);
+   edge cells is split so that the puts go out before its interior is computed (:mod:`.early_puts`);
 2. symmetric heap: the containers they touch become ``CPUFree_Symmetric`` (:mod:`.symmetric`);
 3. concurrency: consecutive puts (no other work between them) get blocks 0, 1, 2, ... so that each is
    issued by a different thread block at the same time, block-cooperatively; every block waits for itself;
@@ -37,14 +36,11 @@ from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
 from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.frontend.putmem import location, put_layout
-from dace_cpufree.frontend.shmem_api import APIS, TRANSPORTS, implementation, transport_choice
+from dace_cpufree.frontend.shmem_api import APIS, implementation
 
 from dace_cpufree.errors import NotPersistableError
 
 from .early_puts import SplitForEarlyPuts, fuse_maps
-from .early_puts import enabled_by_default as early_puts_by_default
-from .hide_waits import HideWaits
-from .hide_waits import enabled_by_default as hide_waits_by_default
 from .program_order import linear_states, nodes_after
 from .symmetric import PlaceOnSymmetricHeap
 
@@ -280,38 +276,23 @@ class PrepareCommunication(ppl.Pass):
     backend = Property(dtype=str, default="cuda", desc="cuda (NVSHMEM) or hip (ROC_SHMEM)", category="General")
     transport = Property(
         dtype=str,
-        default="auto",
-        choices=TRANSPORTS,
-        desc="NVSHMEM: 'p2p' (direct stores to peers on one node), 'proxy' (NVSHMEM's calls, any node) or "
-        "'auto' (p2p unless the launcher placed the ranks on several nodes)",
+        default="p2p",
+        choices=("p2p", "proxy"),
+        desc="NVSHMEM: 'p2p' (direct stores to peers on one node) or 'proxy' (NVSHMEM's calls, any node); "
+        "CompileOptions.resolve decides 'auto'",
         category="General",
     )
     early_puts = Property(
         dtype=bool,
         default=True,
-        desc="Split a map followed by puts of its edge cells: edges, puts, then the interior (SplitForEarlyPuts); "
-        "default from DACE_CPUFREE_EARLY_PUTS (0: off)",
-        category="General",
-    )
-    hide_waits = Property(
-        dtype=bool,
-        default=False,
-        desc="Run the last part of a map followed by waits after them (HideWaits); default from "
-        "DACE_CPUFREE_HIDE_WAITS (K > 0: on, the last 1/K of the map; unset or 0: off)",
+        desc="Split a map followed by puts of its edge cells: edges, puts, then the interior (SplitForEarlyPuts)",
         category="General",
     )
 
-    def __init__(
-        self,
-        backend: str = "cuda",
-        transport: str | None = None,
-        early_puts: bool | None = None,
-        hide_waits: bool | None = None,
-    ):
+    def __init__(self, backend: str = "cuda", transport: str | None = None, early_puts: bool = True):
         super().__init__()
-        self.early_puts = early_puts_by_default() if early_puts is None else early_puts
-        self.hide_waits = hide_waits_by_default() if hide_waits is None else hide_waits
-        self.transport = transport_choice(transport)
+        self.early_puts = early_puts
+        self.transport = transport or ("proxy" if backend == "hip" else "p2p")
         self._implementation = implementation(backend, self.transport)  # raises on an unknown backend
         self.backend = backend
 
@@ -326,14 +307,11 @@ class PrepareCommunication(ppl.Pass):
         if not found:
             return None
         check_placement(sdfg)
-        if self.early_puts or self.hide_waits:
-            fuse_maps(sdfg)  # once, for both passes: a stencil is one map
         if self.early_puts:
+            fuse_maps(sdfg)  # a stencil is one map
             split = SplitForEarlyPuts()
             split.fuse_first = False
             split.apply_pass(sdfg, {})
-        if self.hide_waits:
-            HideWaits().apply_pass(sdfg, {})
         found = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, _COMM)]
         PlaceOnSymmetricHeap().apply_pass(sdfg, {})
         assign_blocks(sdfg)

@@ -23,7 +23,6 @@ would have written. Moving the interior past the puts changes two orders:
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any
 
 import dace
@@ -39,13 +38,6 @@ from dace_cpufree.frontend.arguments import Region
 from dace_cpufree.frontend.putmem import _edge
 
 from .program_order import accesses, states_of, straight_after
-
-ENV = "DACE_CPUFREE_EARLY_PUTS"
-
-
-def enabled_by_default() -> bool:
-    """On unless ``DACE_CPUFREE_EARLY_PUTS=0`` (for comparisons)."""
-    return os.environ.get(ENV, "1") != "0"
 
 
 def _puts_of(block) -> list[tuple[Putmem, dace.SDFGState]] | None:

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from dace_cpufree.errors import BuildError
+from dace_cpufree.options import env
 
 from .shmem_build import shmem_flags
 
@@ -23,8 +24,8 @@ BACKENDS = ("cuda", "hip", "emulate")
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("DACE_CPUFREE_CACHE") or Path.home() / ".cache" / "dace_cpufree"
-    path = Path(root)
+    """The build cache: ``DACE_CPUFREE_CACHE``, else ``~/.cache/dace_cpufree``."""
+    path = Path(env("DACE_CPUFREE_CACHE") or Path.home() / ".cache" / "dace_cpufree")
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -89,15 +90,32 @@ def full_block_flags(code: str) -> list[str]:
 def extra_nvcc_flags() -> list[str]:
     """``DACE_CPUFREE_NVCC_FLAGS``: more nvcc flags (space-separated), after the generated ones, so a later
     ``-maxrregcount`` or ``-D`` wins (e.g. ``-DCPUFREE_WAIT_TIMEOUT_NS=...`` or an experiment's switch)."""
-    return os.environ.get("DACE_CPUFREE_NVCC_FLAGS", "").split()
+    return env("DACE_CPUFREE_NVCC_FLAGS").split()
 
 
 def cuda_arch() -> str:
-    """``DACE_CPUFREE_CUDA_ARCH`` if set; the GPU in this machine if there is one; else sm_90."""
-    env = os.environ.get("DACE_CPUFREE_CUDA_ARCH")
-    if env:
-        return env
-    return "native" if gpu_count() > 0 else "sm_90"
+    """``DACE_CPUFREE_CUDA_ARCH`` if set; else the architecture of GPU 0 (``sm_<major><minor>``, named, so that
+    the build cache tells GPUs apart); else sm_90."""
+    chosen = env("DACE_CPUFREE_CUDA_ARCH")
+    if chosen:
+        return chosen
+    capability = _compute_capability()
+    return f"sm_{capability[0]}{capability[1]}" if capability else "sm_90"
+
+
+@functools.lru_cache(maxsize=1)
+def _compute_capability() -> tuple[int, int] | None:
+    """``(major, minor)`` of GPU 0 from the driver; ``None`` without a GPU."""
+    cuda, device = _driver(), ctypes.c_int(0)
+    if gpu_count() == 0 or cuda.cuDeviceGet(ctypes.byref(device), 0) != 0:
+        return None
+    major, minor = ctypes.c_int(0), ctypes.c_int(0)
+    # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
+    if cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, device) or cuda.cuDeviceGetAttribute(
+        ctypes.byref(minor), 76, device
+    ):
+        return None
+    return major.value, minor.value
 
 
 def compile_command(

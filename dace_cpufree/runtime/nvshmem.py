@@ -21,22 +21,8 @@ import ctypes
 import os
 
 from dace_cpufree.errors import LaunchError
-
-_RANK_VARS = (
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
-    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
-    ("PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK"),
-    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
-)
-
-
-def launch_environment() -> tuple[int, int, int]:
-    """``(rank, size, local rank)`` from the launcher's environment; ``(0, 1, 0)`` without a launcher."""
-    for rank, size, local in _RANK_VARS:
-        if rank in os.environ and size in os.environ:
-            r = int(os.environ[rank])
-            return r, int(os.environ[size]), int(os.environ.get(local, r))
-    return 0, 1, 0
+from dace_cpufree.launcher import placement
+from dace_cpufree.options import env
 
 
 def _broadcast(data: bytes, rank: int, size: int) -> bytes:
@@ -58,15 +44,16 @@ class ShmemSession:
     def __init__(self):
         os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-        self.rank, self.size, self.local_rank = launch_environment()
+        where = placement()
+        self.rank, self.size, self.local_rank = where.rank, where.size, where.local_rank
         self.libraries = []  # initialised generated libraries, in order
         self.buffers = {}  # (library id, name) -> (pointer, nbytes)
         self.uid = None
         atexit.register(self.finalize)
 
     def device(self, gpus: int) -> int:
-        env = os.environ.get("DACE_CPUFREE_DEVICE")
-        return int(env) if env else (self.local_rank % max(gpus, 1))
+        chosen = env("DACE_CPUFREE_DEVICE")
+        return chosen if chosen is not None else self.local_rank % max(gpus, 1)
 
     def attach(self, lib, gpus: int, direct_stores: bool = False) -> None:
         """Initialises SHMEM in generated library ``lib`` (collective: every process, same order).

@@ -14,13 +14,14 @@ import os
 from pathlib import Path
 
 from dace_cpufree.errors import BuildError
+from dace_cpufree.options import env
 
 
 def nvshmem_home() -> Path:
     """The NVSHMEM installation: ``NVSHMEM_HOME``, else the ``nvidia-nvshmem-cu13`` wheel."""
-    env = os.environ.get("NVSHMEM_HOME")
-    if env:
-        home = Path(env)
+    given = os.environ.get("NVSHMEM_HOME")
+    if given:
+        home = Path(given)
     else:
         try:
             import nvidia.nvshmem as wheel
@@ -67,11 +68,7 @@ def shmem_flags(backend: str, shared: bool) -> tuple[list[str], list[str]]:
 
 def _wait_timeout() -> list[str]:
     """``DACE_CPUFREE_WAIT_TIMEOUT_MS``: build SignalWait as a polling loop that traps after that long."""
-    value = os.environ.get("DACE_CPUFREE_WAIT_TIMEOUT_MS")
-    if not value:
+    ms = env("DACE_CPUFREE_WAIT_TIMEOUT_MS")
+    if ms is None:
         return []
-    try:
-        ns = int(float(value) * 1e6)
-    except ValueError:
-        raise BuildError(f"DACE_CPUFREE_WAIT_TIMEOUT_MS={value!r} is not a number of milliseconds.") from None
-    return [f"-DCPUFREE_WAIT_TIMEOUT_NS={ns}ull"]
+    return [f"-DCPUFREE_WAIT_TIMEOUT_NS={int(ms * 1e6)}ull"]

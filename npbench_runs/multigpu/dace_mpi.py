@@ -32,6 +32,8 @@ import dace
 import numpy as np
 from dace.transformation.dataflow.map_fusion_vertical import MapFusionVertical
 
+from dace_cpufree.runtime.build import cache_dir
+
 from . import jacobi_2d as _j2d
 
 LX, LY, N = dace.symbol("LX"), dace.symbol("LY"), dace.symbol("N")
@@ -226,7 +228,7 @@ def neighbours(program: str, rank: int, size: int, proc_null: int) -> dict[str, 
 def build_folder(program: str, device: str) -> Path:
     """Where ``program`` is built: under ``$DACE_CPUFREE_CACHE`` (else ``~/.cache/dace_cpufree``), keyed by this
     module's source, the DaCe version and the CUDA architecture, so every process of every job finds one build."""
-    root = Path(os.environ.get("DACE_CPUFREE_CACHE") or Path.home() / ".cache" / "dace_cpufree")
+    root = cache_dir()
     key = hashlib.sha256(Path(__file__).read_bytes() + f"{dace.__version__} {device} {_cuda_arch()}".encode())
     return root / "dace_mpi" / f"{program}_{device}_{key.hexdigest()[:12]}"
 

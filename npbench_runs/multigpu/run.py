@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dace_cpufree.runtime.nvshmem import launch_environment
+from dace_cpufree.launcher import placement
 
 from . import FORMS, PROGRAMS
 
@@ -82,7 +82,7 @@ def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool 
     import dace_cpufree
 
     module = PROGRAMS[program]
-    _, size, _ = launch_environment()
+    size = placement().size
     fixed, per_call = compile_symbols(program, size, A.shape, specialize)
     prog = dace_cpufree.compile(getattr(module, form), symbols=fixed or None)
 
@@ -100,7 +100,7 @@ def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool 
     a, b, ms = best(steps)
     slope_ms = best(slope_steps)[2] if slope_steps else None
     if prog.source.step_labels:  # built with DACE_CPUFREE_STEP_TIMES=1 (--step-times): the last launch, per block
-        rank = launch_environment()[0]
+        rank = placement().rank
         table = prog.step_times().table(per=slope_steps or steps)
         print("\n".join(f"[pe {rank}] {line}" for line in table.splitlines()), flush=True)
     report = {"form": form, "specialized": specialize, "timing": "kernel_event", "kernel_ms": ms}
@@ -126,7 +126,8 @@ def run(
     """Runs on this process's GPU (``dace_mpi`` with ``device="cpu"``: on the CPU); returns rank 0's report
     (other ranks: their own timing only)."""
     module = PROGRAMS[program]
-    rank, size, _ = launch_environment()
+    where = placement()
+    rank, size = where.rank, where.size
     module.check_size(n, size, nx)
     A0, B0 = module.initialize(n, nx)
     A, B = module.tile(A0, rank, size), module.tile(B0, rank, size)
@@ -243,7 +244,7 @@ def main(argv=None) -> int:
         _abort_job()
         raise
     report["wall_s"] = time.perf_counter() - t0
-    rank, _, _ = launch_environment()
+    rank = placement().rank
     if rank != 0:
         return 0
     if args.json:

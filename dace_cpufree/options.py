@@ -1,0 +1,180 @@
+"""Every option of dace-cpufree, declared once: the ``DACE_CPUFREE_*`` environment variables (type, default,
+meaning, the stage that uses them) and the typed compile options that travel from :func:`dace_cpufree.compile`
+to the passes and the code generator.
+
+The environment is read here and nowhere in the passes or the generator: :meth:`CompileOptions.resolve` fills
+what the caller left open from it, once per compilation, and the stages receive the resulting object. The build
+and the runtime read their variables through :func:`env` as well.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dace_cpufree.errors import CpufreeError
+from dace_cpufree.launcher import placement
+
+TRANSPORTS = ("auto", "p2p", "proxy")
+
+
+@dataclass(frozen=True)
+class EnvOption:
+    """One ``DACE_CPUFREE_*`` variable. ``kind``: ``bool`` (``0``/``1``), ``int``, ``float`` or ``str``."""
+
+    name: str
+    kind: type
+    default: object
+    stage: str  # "compile", "build", "run" or "benchmark"
+    meaning: str
+
+    def parse(self, text: str | None):
+        if text is None or text.strip() == "":
+            return self.default
+        text = text.strip()
+        try:
+            if self.kind is bool:
+                if text not in ("0", "1"):
+                    raise ValueError
+                return text == "1"
+            return self.kind(text)
+        except ValueError:
+            expected = {bool: "0 or 1", int: "an integer", float: "a number"}.get(self.kind, "text")
+            raise CpufreeError(
+                f"{self.name}={text!r} is not {expected}. Fix: set it to {expected} or unset it."
+            ) from None
+
+
+ENVIRONMENT: tuple[EnvOption, ...] = (
+    EnvOption(
+        "DACE_CPUFREE_SHMEM_TRANSPORT",
+        str,
+        "auto",
+        "compile",
+        "How NVSHMEM programs reach their peers when compile() is not told: 'p2p' (the kernel stores to its peers "
+        "directly; one node), 'proxy' (NVSHMEM's calls; any node) or 'auto' (proxy when the launcher placed the "
+        "ranks on several nodes, else p2p).",
+    ),
+    EnvOption(
+        "DACE_CPUFREE_EARLY_PUTS",
+        bool,
+        True,
+        "compile",
+        "Split a map followed by puts of its edge cells into edges, puts, interior (SplitForEarlyPuts), so the "
+        "puts overlap the interior's work. 0 turns it off (for comparisons).",
+    ),
+    EnvOption(
+        "DACE_CPUFREE_STEP_TIMES",
+        bool,
+        False,
+        "compile",
+        "Build kernels with step timing: thread 0 of every block sums the cycles of each segment between grid "
+        "syncs, barriers and steps (PersistentProgram.step_times()).",
+    ),
+    EnvOption(
+        "DACE_CPUFREE_WAIT_TIMEOUT_MS",
+        float,
+        None,
+        "build",
+        "Debugging hangs: SignalWait polls and, after this many milliseconds, reports the PE, flag and values "
+        "it waited for and traps. Unset: waits block without a timeout.",
+    ),
+    EnvOption(
+        "DACE_CPUFREE_CACHE",
+        str,
+        None,
+        "build",
+        "Folder of built libraries (default ~/.cache/dace_cpufree), keyed by the generated code and the command.",
+    ),
+    EnvOption(
+        "DACE_CPUFREE_CUDA_ARCH",
+        str,
+        None,
+        "build",
+        "nvcc's -arch (e.g. sm_90). Default: the GPU of this machine, else sm_90.",
+    ),
+    EnvOption(
+        "DACE_CPUFREE_NVCC_FLAGS",
+        str,
+        "",
+        "build",
+        "More nvcc flags (space-separated), after the generated ones.",
+    ),
+    EnvOption(
+        "DACE_CPUFREE_DEVICE",
+        int,
+        None,
+        "run",
+        "The GPU a SHMEM process uses. Default: its rank on the node modulo the GPUs it sees.",
+    ),
+    EnvOption(
+        "DACE_CPUFREE_REF_CACHE",
+        str,
+        None,
+        "benchmark",
+        "Folder where the multi-GPU benchmark keeps NumPy's results on the global domain between runs.",
+    ),
+    EnvOption(
+        "DACE_CPUFREE_COMMIT",
+        str,
+        None,
+        "benchmark",
+        "The commit recorded with benchmark results when the package is not run from a git checkout.",
+    ),
+)
+
+_BY_NAME = {o.name: o for o in ENVIRONMENT}
+
+
+def env(name: str, environ: Mapping[str, str] | None = None):
+    """The parsed value of the declared variable ``name`` (its default when unset)."""
+    option = _BY_NAME[name]
+    return option.parse((os.environ if environ is None else environ).get(name))
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What one compilation is asked for; the passes and the generator take their settings from it.
+
+    :ivar backend: ``"cuda"``, ``"hip"`` or ``"emulate"`` (the CUDA text built for the host).
+    :ivar scheduler: ``True`` (tiles for maps that reduce over their contiguous dimension), ``"all"`` or ``False``.
+    :ivar tile_sizes: tile size per map label, overriding the scheduler (``-1``: plain loop).
+    :ivar symbols: size symbols compiled in as constants.
+    :ivar shmem_transport: ``"p2p"`` or ``"proxy"`` once resolved (``"auto"`` is decided by :meth:`resolve`).
+    :ivar early_puts: split maps followed by puts of their edge cells (SplitForEarlyPuts).
+    :ivar step_times: build the kernel with step timing.
+    """
+
+    backend: str = "cuda"
+    scheduler: bool | str = True
+    tile_sizes: Mapping[str, int] | None = None
+    symbols: Mapping[str, int] | None = None
+    shmem_transport: str = "auto"
+    early_puts: bool = True
+    step_times: bool = False
+
+    @classmethod
+    def resolve(cls, environ: Mapping[str, str] | None = None, **given) -> CompileOptions:
+        """The options of one compilation: what the caller gave (``None``: not given), the rest from the declared
+        environment variables, ``shmem_transport="auto"`` decided by the launcher's placement."""
+        given = {k: v for k, v in given.items() if v is not None}
+        transport = given.pop("shmem_transport", None) or env("DACE_CPUFREE_SHMEM_TRANSPORT", environ)
+        if transport not in TRANSPORTS:
+            raise CpufreeError(
+                f"shmem_transport={transport!r}. Fix: use one of {', '.join(TRANSPORTS)} "
+                "(argument shmem_transport or DACE_CPUFREE_SHMEM_TRANSPORT)."
+            )
+        if transport == "auto":  # ROC_SHMEM has its calls only; NVSHMEM stores directly unless ranks span nodes
+            backend = given.get("backend", "cuda")
+            transport = "proxy" if backend == "hip" or placement(environ).spans_nodes else "p2p"
+        defaults = {
+            "early_puts": env("DACE_CPUFREE_EARLY_PUTS", environ),
+            "step_times": env("DACE_CPUFREE_STEP_TIMES", environ),
+        }
+        options = cls(**{**defaults, **given, "shmem_transport": transport})
+        if options.scheduler not in (True, False, "all"):
+            raise CpufreeError(
+                f"scheduler={options.scheduler!r}. Fix: use True (reductions), 'all' (every map) or False."
+            )
+        return options

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dace
 
 from dace_cpufree.errors import CpufreeError
+from dace_cpufree.vocabulary import communicates
 
 from .host import SHMEM_HOST_TEMPLATE
 from .kernel import KernelSource
@@ -18,17 +19,9 @@ RUNTIME_INCLUDE = "#include <cpufree/runtime.cuh>"
 SHMEM_INCLUDE = "#include <cpufree/shmem.cuh>"
 
 
-def uses_shmem(sdfg: dace.SDFG) -> bool:
-    """Whether a prepared SDFG communicates: symmetric containers or the PE symbols."""
-    from dace_cpufree.frontend import PE_SYMBOLS
-    from dace_cpufree.transformations.symmetric import is_symmetric
-
-    return any(is_symmetric(d) for d in sdfg.arrays.values()) or any(s in sdfg.free_symbols for s in PE_SYMBOLS)
-
-
 def add_shmem_runtime(source: KernelSource, sdfg: dace.SDFG) -> KernelSource:
     """``source`` with the SHMEM runtime when ``sdfg`` communicates, else ``source`` unchanged."""
-    if not uses_shmem(sdfg) or SHMEM_INCLUDE in source.code:
+    if not communicates(sdfg) or SHMEM_INCLUDE in source.code:
         return source
     if source.code.count(RUNTIME_INCLUDE) != 1:
         raise CpufreeError(f"generated code of '{sdfg.name}' does not include the runtime header once.")

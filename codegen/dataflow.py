@@ -21,10 +21,10 @@ from dace.frontend.operations import detect_reduction_type
 from dace.sdfg import nodes
 from dace.sdfg.propagation import propagate_subset
 from dace.sdfg.state import SDFGState
-from dace_cpufree.transformations.schedule_threads import contiguous_param
 
 from dace_cpufree import memlets
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.vocabulary import contiguous_param
 
 from .captures import apart
 from .context import KernelContext, is_view_edge

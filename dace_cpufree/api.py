@@ -8,11 +8,12 @@ from pathlib import Path
 import dace
 
 from dace_cpufree.codegen import DIALECTS, KernelSource, generate
-from dace_cpufree.codegen.comm import add_shmem_runtime, uses_shmem
+from dace_cpufree.codegen.comm import add_shmem_runtime
 from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
 from dace_cpufree.options import CompileOptions
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
 from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
+from dace_cpufree.vocabulary import communicates
 
 
 def _to_sdfg(program_or_sdfg) -> dace.SDFG:
@@ -138,7 +139,7 @@ def compile(  # noqa: A001 - the API's name
         backend=backend,
         shmem_transport=shmem_transport,
     )
-    shmem = uses_shmem(sdfg)
+    shmem = communicates(sdfg)
     if shmem and backend == "emulate":
         raise CpufreeError(
             f"'{sdfg.name}' communicates (nvshmem.Putmem/SignalWait), which the host emulation cannot run. "

@@ -5,7 +5,7 @@ from dace.library import register_library
 
 from . import calls  # noqa: F401  (registers the Python calls with DaCe's frontend)
 from .environments import NVSHMEM, ROCSHMEM
-from .pe import N_PES_SYMBOL, PE_SYMBOL, PE_SYMBOLS, uses_shmem
+from .pe import N_PES_SYMBOL, PE_SYMBOL, PE_SYMBOLS
 from .putmem import ExpandPutmemNVSHMEM, ExpandPutmemROCSHMEM, Putmem
 from .signal_wait import ExpandSignalWaitNVSHMEM, ExpandSignalWaitROCSHMEM, SignalWait
 
@@ -23,5 +23,4 @@ __all__ = [
     "ExpandPutmemROCSHMEM",
     "ExpandSignalWaitNVSHMEM",
     "ExpandSignalWaitROCSHMEM",
-    "uses_shmem",
 ]

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import dace
 
-#: Symbol names; reserved (``__cpufree`` prefix), filled by the runtime, never by the user.
-PE_SYMBOL = "__cpufree_pe"
-N_PES_SYMBOL = "__cpufree_npes"
-PE_SYMBOLS = (PE_SYMBOL, N_PES_SYMBOL)
+from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL, PE_SYMBOLS  # noqa: F401  (re-exported)
 
 
 def pe_symbol(sdfg: dace.SDFG, name: str):
@@ -20,13 +17,3 @@ def pe_symbol(sdfg: dace.SDFG, name: str):
     if name not in sdfg.symbols:
         sdfg.add_symbol(name, dace.int32)
     return dace.symbolic.symbol(name, dace.int32)
-
-
-def uses_shmem(sdfg: dace.SDFG) -> bool:
-    """Whether the program calls SHMEM (a node of this library, or the PE symbols)."""
-    from .putmem import Putmem
-    from .signal_wait import SignalWait
-
-    if any(s in sdfg.free_symbols for s in PE_SYMBOLS):
-        return True
-    return any(isinstance(n, (Putmem, SignalWait)) for n, _ in sdfg.all_nodes_recursive())

@@ -1,13 +1,5 @@
-"""Enum members that dace-cpufree registers with DaCe."""
+"""The schedule type of a persistent kernel's maps (registered with DaCe in :mod:`dace_cpufree.vocabulary`)."""
 
-from dace import dtypes
+from dace_cpufree.vocabulary import PERSISTENT_SCHEDULE
 
-
-def _register(enum, name: str):
-    if name not in enum.__members__:
-        enum.register(name)
-    return enum[name]
-
-
-#: A map of a persistent kernel: a grid-stride loop over all threads of the cooperative grid.
-PERSISTENT_SCHEDULE = _register(dtypes.ScheduleType, "CPUFree_Persistent")
+__all__ = ["PERSISTENT_SCHEDULE"]

@@ -11,7 +11,6 @@ run along the contiguous dimension (columns) gets tiles whose warps split the re
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import dace
@@ -21,36 +20,9 @@ from dace.sdfg.state import SDFGState
 from dace.transformation import pass_pipeline as ppl
 
 from dace_cpufree.errors import CpufreeError
-
-from .schedule import PERSISTENT_SCHEDULE
+from dace_cpufree.vocabulary import PERSISTENT_SCHEDULE, contiguous_param
 
 MAX_TILE = 1024  # tiles are at most this many threads; a block smaller than the tile gets smaller tiles
-
-
-def contiguous_param(state: SDFGState, entry: nodes.MapEntry, candidates: list[str] | None = None) -> str | None:
-    """The map parameter that indexes the contiguous (last) dimension of the containers the map
-    accesses most often, among ``candidates`` (default: all parameters); ``None`` if none does."""
-    params = list(entry.map.params)
-    candidates = params if candidates is None else candidates
-    votes = Counter()
-    for edge in state.scope_subgraph(entry).edges():
-        memlet = edge.data
-        if memlet.is_empty() or memlet.data is None or not memlet.subset.dims():
-            continue
-        desc = state.sdfg.arrays[memlet.data]
-        if desc.transient and isinstance(desc, dace.data.Scalar):
-            continue
-        if len(desc.strides) and desc.strides[-1] != 1:
-            continue
-        last = {str(s) for s in memlet.subset.ndrange()[-1][0].free_symbols}
-        for p in candidates:
-            if p in last:
-                votes[p] += 1
-    if not votes:
-        return None
-    best = max(votes.values())
-    # ties: the innermost parameter of the map
-    return [p for p in params if votes.get(p) == best][-1]
 
 
 def _reduced_outputs(state: SDFGState, entry: nodes.MapEntry) -> list | None:

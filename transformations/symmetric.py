@@ -18,11 +18,7 @@ from dace.transformation import pass_pipeline as ppl
 from dace_cpufree.frontend import Putmem, SignalWait
 
 from dace_cpufree.errors import CommunicationError
-
-from .schedule import _register
-
-#: Storage of a container on the symmetric heap (same size and offset on every PE).
-SYMMETRIC_STORAGE = _register(dtypes.StorageType, "CPUFree_Symmetric")
+from dace_cpufree.vocabulary import SYMMETRIC_STORAGE, is_symmetric  # noqa: F401  (is_symmetric: re-exported)
 
 #: Storage types a user may have chosen that are compatible with the symmetric heap.
 _MOVABLE = (dtypes.StorageType.Default, dtypes.StorageType.GPU_Global, SYMMETRIC_STORAGE)
@@ -35,10 +31,6 @@ def communicated_containers(sdfg: dace.SDFG) -> set[str]:
         if isinstance(node, (Putmem, SignalWait)):
             names |= {e.data.data for e in state.all_edges(node) if not e.data.is_empty()}
     return names
-
-
-def is_symmetric(desc: dt.Data) -> bool:
-    return desc.storage == SYMMETRIC_STORAGE
 
 
 class PlaceOnSymmetricHeap(ppl.Pass):

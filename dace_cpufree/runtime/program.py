@@ -11,8 +11,7 @@ import numpy as np
 from dace import data as dt
 
 from dace_cpufree.errors import ArgumentError, CpufreeError, LaunchError
-from dace_cpufree.frontend.pe import N_PES_SYMBOL, PE_SYMBOL
-from dace_cpufree.transformations.symmetric import is_symmetric
+from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL, is_symmetric
 
 from .nvshmem import is_shmem_library, session
 

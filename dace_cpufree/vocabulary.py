@@ -1,0 +1,67 @@
+"""The words every layer of dace-cpufree shares: the schedule and storage types it registers with DaCe, the PE
+symbols, and which map parameter walks the contiguous dimension. Imports only DaCe, so that the frontend, the
+passes, the code generator and the runtime can all use it without importing one another."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import dace
+from dace import data as dt
+from dace import dtypes
+from dace.sdfg import SDFGState, nodes
+
+
+def register_enum(enum, name: str):
+    """The member ``name`` of DaCe's extensible ``enum``, registered by this package on first use."""
+    if name not in enum.__members__:
+        enum.register(name)
+    return enum[name]
+
+
+#: A map of a persistent kernel: a grid-stride loop over all threads of the cooperative grid.
+PERSISTENT_SCHEDULE = register_enum(dtypes.ScheduleType, "CPUFree_Persistent")
+
+#: Storage of a container on the symmetric heap (same size and offset on every PE).
+SYMMETRIC_STORAGE = register_enum(dtypes.StorageType, "CPUFree_Symmetric")
+
+#: ``my_pe()`` and ``n_pes()`` as symbols; reserved (``__cpufree`` prefix), filled by the runtime, never by the user.
+PE_SYMBOL = "__cpufree_pe"
+N_PES_SYMBOL = "__cpufree_npes"
+PE_SYMBOLS = (PE_SYMBOL, N_PES_SYMBOL)
+
+
+def is_symmetric(desc: dt.Data) -> bool:
+    """Whether a container lives on the symmetric heap."""
+    return desc.storage == SYMMETRIC_STORAGE
+
+
+def communicates(sdfg: dace.SDFG) -> bool:
+    """Whether a prepared SDFG communicates: symmetric containers or the PE symbols."""
+    return any(is_symmetric(d) for d in sdfg.arrays.values()) or any(s in sdfg.free_symbols for s in PE_SYMBOLS)
+
+
+def contiguous_param(state: SDFGState, entry: nodes.MapEntry, candidates: list[str] | None = None) -> str | None:
+    """The map parameter that indexes the contiguous (last) dimension of the containers the map
+    accesses most often, among ``candidates`` (default: all parameters); ``None`` if none does."""
+    params = list(entry.map.params)
+    candidates = params if candidates is None else candidates
+    votes = Counter()
+    for edge in state.scope_subgraph(entry).edges():
+        memlet = edge.data
+        if memlet.is_empty() or memlet.data is None or not memlet.subset.dims():
+            continue
+        desc = state.sdfg.arrays[memlet.data]
+        if desc.transient and isinstance(desc, dace.data.Scalar):
+            continue
+        if len(desc.strides) and desc.strides[-1] != 1:
+            continue
+        last = {str(s) for s in memlet.subset.ndrange()[-1][0].free_symbols}
+        for p in candidates:
+            if p in last:
+                votes[p] += 1
+    if not votes:
+        return None
+    best = max(votes.values())
+    # ties: the innermost parameter of the map
+    return [p for p in params if votes.get(p) == best][-1]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import dace
@@ -35,13 +34,6 @@ KERNEL_TEMPLATE = """\
 """
 
 
-#: Prefix of the direct-store SHMEM calls (``shmem_transport="p2p"``, ``cpufree/shmem.cuh``). A kernel that
-#: makes them is declared ``CPUFREE_FULL_BLOCKS``: its registers are the generated code's alone (no SHMEM
-#: library code is linked into it), and capping them lets the launcher choose the largest blocks. Measured
-#: without the cap (Jacobi 2-D overlapped, 4 PEs): 66 registers per thread, so 512-thread blocks.
-DIRECT_STORES = "cpufree::shmem::p2p::"
-
-
 @dataclass
 class KernelSource:
     """Generated source of one program and the facts about it that tools and tests report."""
@@ -55,10 +47,13 @@ class KernelSource:
     steps: list = None  # (label, strategy, sync before) per work item, in program order
     step_labels: list = None  # with step timing (DACE_CPUFREE_STEP_TIMES=1): the segments' names, in mark order
     step_sources: dict = None  # step label -> "file:line" of the program construct it comes from
+    # The kernel stores to its peers directly (shmem_transport="p2p"). It is declared CPUFREE_FULL_BLOCKS: its
+    # registers are the generated code's alone (no SHMEM library code is linked into it), and capping them lets
+    # the launcher choose the largest blocks. Measured without the cap (Jacobi 2-D overlapped, 4 PEs): 66
+    # registers per thread, so 512-thread blocks. The build reads it for the register cap, the runtime for the
+    # reachability check of every peer.
+    direct_stores: bool = False
 
-
-#: ``DACE_CPUFREE_STEP_TIMES=1``: kernels are built with step timing (see :func:`step_times_requested`).
-STEP_TIMES_ENV = "DACE_CPUFREE_STEP_TIMES"
 
 STEP_TIMES_HOST = """
 // ---- step timing (DACE_CPUFREE_STEP_TIMES=1) ------------------------------------------------------------
@@ -76,17 +71,6 @@ extern "C" int cpufree_step_times_read(unsigned long long *out, int blocks) {{
     return -1;
 }}
 """
-
-
-def step_times_requested() -> bool:
-    """Whether ``DACE_CPUFREE_STEP_TIMES`` asks for step timing: thread 0 of every block reads its clock at each
-    grid sync, block barrier and step of the kernel and sums the cycles per segment in shared memory
-    (``cpufree::StepTimes``); :meth:`~dace_cpufree.runtime.PersistentProgram.step_times` reads them after a
-    run. For finding where a step's time goes, block by block; the marks cost a few cycles each."""
-    value = os.environ.get(STEP_TIMES_ENV, "").strip() or "0"
-    if value not in ("0", "1"):
-        raise CpufreeError(f"{STEP_TIMES_ENV}={value!r}: expected 1 (time the kernel's steps) or 0 (off)")
-    return value == "1"
 
 
 def _apart(item: ir.Item) -> list[str]:
@@ -235,8 +219,14 @@ class Printer:
         return out + _pad([f"{end}:;"], depth)
 
 
-def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
-    """Generates kernel and launcher for an SDFG prepared by :func:`dace_cpufree.persistent_sdfg`."""
+def generate(sdfg: dace.SDFG, dialect: Dialect, direct_stores: bool = False, step_times: bool = False) -> KernelSource:
+    """Generates kernel and launcher for an SDFG prepared by :func:`dace_cpufree.persistent_sdfg`.
+
+    :param direct_stores: the program's communication was expanded to direct stores (``shmem_transport="p2p"``).
+    :param step_times: thread 0 of every block reads its clock at each grid sync, block barrier and step and sums
+                       the cycles per segment in shared memory (``cpufree::StepTimes``);
+                       :meth:`~dace_cpufree.runtime.PersistentProgram.step_times` reads them after a run.
+    """
     ctx = KernelContext(sdfg)
     root = lower_sdfg(ctx)
     fuse_rows(root)
@@ -245,18 +235,18 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
     args = ctx.args
     arg_names = {a.name for a in args}
     symbols = [f"    {symbol_ctype(sdfg, s)} {s} = 0;" for s in kernel_symbols(sdfg) if s not in arg_names]
-    # SHMEM calls are the only block and thread items; DACE_CPUFREE_INLINE_STEPS=1 keeps all steps inline.
+    # SHMEM calls are the only block and thread items
     communicates = any(
         i.executor in (ir.Executor.BLOCK, ir.Executor.BLOCKS, ir.Executor.THREAD, ir.Executor.EACH)
         for i in ir.items(root)
     )
-    timed = step_times_requested()
+    timed = step_times
     if timed and dialect.name != "cuda":
         raise CpufreeError(
-            f"step timing ({STEP_TIMES_ENV}=1) reads CUDA's %globaltimer and has no {dialect.name} version. "
-            f"Fix: unset {STEP_TIMES_ENV} for {dialect.name} builds."
+            f"step timing (DACE_CPUFREE_STEP_TIMES=1) reads CUDA's %globaltimer and has no {dialect.name} version. "
+            f"Fix: unset DACE_CPUFREE_STEP_TIMES for {dialect.name} builds."
         )
-    printer = Printer(communicates and os.environ.get("DACE_CPUFREE_INLINE_STEPS", "0") != "1", timed)
+    printer = Printer(communicates, timed)
     body = printer.node(root, 1)
     body = pass_pointers(body, {a.name: a.decl for a in args if a.kind in ("array", "workspace")})
     nseg = len(printer.segments)
@@ -270,7 +260,7 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
         if timed
         else "",
         sdfg=sdfg.name,
-        bounds="CPUFREE_FULL_BLOCKS " if any(DIRECT_STORES in line for line in body) else "",
+        bounds="CPUFREE_FULL_BLOCKS " if direct_stores else "",
         kernel=kernel,
         params=",\n    ".join(a.decl for a in args),
         symbols="\n".join(symbols),
@@ -303,4 +293,6 @@ def generate(sdfg: dace.SDFG, dialect: Dialect) -> KernelSource:
     ]
     labels = printer.segments if timed else None
     sources = {i.label: i.source for i in work if i.source}
-    return KernelSource(code, kernel, args, code.count("__grid.sync();"), len(work), dialect, steps, labels, sources)
+    return KernelSource(
+        code, kernel, args, code.count("__grid.sync();"), len(work), dialect, steps, labels, sources, direct_stores
+    )

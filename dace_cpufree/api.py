@@ -13,7 +13,7 @@ from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
 from dace_cpufree.options import CompileOptions
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
 from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
-from dace_cpufree.vocabulary import communicates
+from dace_cpufree.vocabulary import communicates, has_symmetric
 
 
 def _to_sdfg(program_or_sdfg) -> dace.SDFG:
@@ -92,9 +92,16 @@ def kernel_source(program_or_sdfg, backend: str = "cuda", **options) -> KernelSo
 
     ``options`` are those of :func:`persistent_sdfg` (``scheduler``, ``tile_sizes``, ``symbols``).
     """
-    dialect = DIALECTS["cuda" if backend == "emulate" else backend]
-    sdfg = persistent_sdfg(program_or_sdfg, backend=backend, **options)
-    return add_shmem_runtime(generate(sdfg, dialect), sdfg)
+    opts = CompileOptions.resolve(backend=backend, **options)
+    return _source(_transformed(program_or_sdfg, opts), opts)
+
+
+def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
+    """The generated code of a transformed SDFG with the facts the build and the runtime read."""
+    dialect = DIALECTS["cuda" if opts.backend == "emulate" else opts.backend]
+    direct = opts.backend == "cuda" and opts.shmem_transport == "p2p" and has_symmetric(sdfg)
+    source = generate(sdfg, dialect, direct_stores=direct, step_times=opts.step_times)
+    return add_shmem_runtime(source, sdfg)
 
 
 def generate_code(program_or_sdfg, backend: str = "cuda", **options) -> str:
@@ -131,23 +138,19 @@ def compile(  # noqa: A001 - the API's name
             "no NVIDIA GPU is visible to this process. Fix: run on a GPU machine, or use "
             "backend='emulate' to run the generated kernel on the host."
         )
-    sdfg = persistent_sdfg(
-        program_or_sdfg,
-        scheduler=scheduler,
-        tile_sizes=tile_sizes,
-        symbols=symbols,
-        backend=backend,
-        shmem_transport=shmem_transport,
+    opts = CompileOptions.resolve(
+        backend=backend, scheduler=scheduler, tile_sizes=tile_sizes, symbols=symbols, shmem_transport=shmem_transport
     )
+    sdfg = _transformed(program_or_sdfg, opts)
     shmem = communicates(sdfg)
     if shmem and backend == "emulate":
         raise CpufreeError(
             f"'{sdfg.name}' communicates (nvshmem.Putmem/SignalWait), which the host emulation cannot run. "
             "Fix: use backend='cuda' on GPUs, or dace_cpufree.generate_code(...) to inspect the code."
         )
-    source = add_shmem_runtime(generate(sdfg, DIALECTS["cuda" if backend == "emulate" else backend]), sdfg)
+    source = _source(sdfg, opts)
     try:
-        library = build(source.code, sdfg.name, backend, shmem=shmem)
+        library = build(source.code, sdfg.name, backend, shmem=shmem, full_blocks=source.direct_stores)
     except BuildError as err:
         where = (source.step_sources or {}).get(err.step)
         if where is None:

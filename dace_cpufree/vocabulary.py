@@ -36,6 +36,11 @@ def is_symmetric(desc: dt.Data) -> bool:
     return desc.storage == SYMMETRIC_STORAGE
 
 
+def has_symmetric(sdfg: dace.SDFG) -> bool:
+    """Whether a prepared SDFG has containers on the symmetric heap (what its puts and waits touch)."""
+    return any(is_symmetric(d) for d in sdfg.arrays.values())
+
+
 def communicates(sdfg: dace.SDFG) -> bool:
     """Whether a prepared SDFG communicates: symmetric containers or the PE symbols."""
     return any(is_symmetric(d) for d in sdfg.arrays.values()) or any(s in sdfg.free_symbols for s in PE_SYMBOLS)

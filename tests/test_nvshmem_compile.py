@@ -16,7 +16,7 @@ from npbench_runs.multigpu import FORMS, PROGRAMS
 
 def _build(program, name, **options):
     source = dace_cpufree.kernel_source(program, **options)
-    return build(source.code, name, "cuda", shmem=True)
+    return build(source.code, name, "cuda", shmem=True, full_blocks=source.direct_stores)
 
 
 def _symbols(library, defined=True):
@@ -67,7 +67,17 @@ def _linked_registers(program, transport: str, tmp_path, symbols=None) -> int:
     cu.write_text(source.code)
     inc = [f"-I{INCLUDE_DIR}", f"-I{home / 'include'}"]
     subprocess.run(
-        [nvcc, "-O3", "-std=c++17", "-arch=sm_90", "-rdc=true", *full_block_flags(source.code), *inc, "-c", str(cu)]
+        [
+            nvcc,
+            "-O3",
+            "-std=c++17",
+            "-arch=sm_90",
+            "-rdc=true",
+            *full_block_flags(source.direct_stores),
+            *inc,
+            "-c",
+            str(cu),
+        ]
         + ["-o", str(obj)],
         check=True,
     )
@@ -121,6 +131,6 @@ def test_direct_store_kernels_fit_full_blocks(name, form, tmp_path):
 def test_debug_wait_timeout_build(monkeypatch):
     monkeypatch.setenv("DACE_CPUFREE_WAIT_TIMEOUT_MS", "2000")
     source = dace_cpufree.kernel_source(sp.signalled_once)
-    library = build(source.code, "nvshmem_debug_wait", "cuda", shmem=True)
+    library = build(source.code, "nvshmem_debug_wait", "cuda", shmem=True, full_blocks=source.direct_stores)
     cu = library.parent / "nvshmem_debug_wait.cu"
     assert cu.exists() and library.stat().st_size > 0

@@ -77,11 +77,11 @@ def full_block_limits() -> tuple[int, int]:
     return threads.value, registers.value
 
 
-def full_block_flags(code: str) -> list[str]:
+def full_block_flags(full_blocks: bool) -> list[str]:
     """nvcc flags of a program whose kernel is declared ``CPUFREE_FULL_BLOCKS`` (``codegen/kernel.py``): the
     block size for its launch bound, and a register cap for every device function of the file (the kernel's
     step functions are compiled apart from it, so its bound does not reach them)."""
-    if "CPUFREE_FULL_BLOCKS" not in code:
+    if not full_blocks:
         return []
     threads, registers = full_block_limits()
     return [f"-DCPUFREE_MAX_BLOCK_THREADS={threads}", f"-maxrregcount={registers // threads}"]
@@ -155,13 +155,16 @@ def compile_command(
     raise BuildError(f"unknown backend '{backend}'. Fix: use one of {', '.join(BACKENDS)}.")
 
 
-def build(code: str, name: str, backend: str, shared: bool = True, shmem: bool = False) -> Path:
+def build(
+    code: str, name: str, backend: str, shared: bool = True, shmem: bool = False, full_blocks: bool = False
+) -> Path:
     """Compiles ``code`` (cached by content and command) and returns the library or object path.
 
     :param shmem: the code calls NVSHMEM / ROC_SHMEM: relocatable device code, device-linked against it.
+    :param full_blocks: the kernel is declared ``CPUFREE_FULL_BLOCKS`` (``KernelSource.direct_stores``).
     """
     suffix = {"cuda": ".cu", "hip": ".hip.cpp", "emulate": ".cpp"}[backend]
-    flags = full_block_flags(code) + extra_nvcc_flags() if backend == "cuda" else []
+    flags = full_block_flags(full_blocks) + extra_nvcc_flags() if backend == "cuda" else []
     probe = compile_command(backend, Path("x"), Path("y"), shared, shmem, flags)
     headers = "".join(p.read_text() for p in sorted(INCLUDE_DIR.glob("cpufree/*")))
     key = hashlib.sha256("\0".join([code, headers, *probe]).encode()).hexdigest()[:20]

@@ -363,10 +363,8 @@ def _scalar_value(program: str, arg, value):
 
 def _attach_shmem(lib, source):
     """The process's SHMEM session, initialised in this program's library (see :mod:`.nvshmem`)."""
-    from dace_cpufree.codegen.kernel import DIRECT_STORES
-
     from .build import gpu_count
 
     shmem = session()
-    shmem.attach(lib, gpu_count(), direct_stores=DIRECT_STORES in source.code)
+    shmem.attach(lib, gpu_count(), direct_stores=source.direct_stores)
     return shmem

@@ -77,7 +77,6 @@ def _per_step(report: dict, steps: int, ms: float, slope_steps: int | None, slop
 
 def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool = True, slope_steps=None) -> tuple:
     """Our persistent kernel on this process's PE: final tiles and report fields (kernel time by CUDA events)."""
-    from dace_cpufree.codegen.kernel import DIRECT_STORES
 
     import dace_cpufree
 
@@ -105,7 +104,7 @@ def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool 
         print("\n".join(f"[pe {rank}] {line}" for line in table.splitlines()), flush=True)
     report = {"form": form, "specialized": specialize, "timing": "kernel_event", "kernel_ms": ms}
     report["launch"] = "x".join(str(v) for v in prog.launch_config)  # blocks x threads per block
-    report["transport"] = "p2p" if DIRECT_STORES in prog.source.code else "proxy"  # what the kernel was built with
+    report["transport"] = "p2p" if prog.source.direct_stores else "proxy"  # what the kernel was built with
     report["step_times"] = bool(prog.source.step_labels)  # instrumented (--step-times): not a plain kernel's time
     return a, b, _per_step(report, steps, ms, slope_steps, slope_ms)
 
@@ -221,9 +220,7 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     if args.step_times:
-        from dace_cpufree.codegen.kernel import STEP_TIMES_ENV
-
-        os.environ[STEP_TIMES_ENV] = "1"  # read when the program is compiled, on every rank
+        os.environ["DACE_CPUFREE_STEP_TIMES"] = "1"  # read when the program is compiled, on every rank
     t0 = time.perf_counter()
     check = not args.no_check
     try:

@@ -1,0 +1,89 @@
+"""The layers point down: the code generator imports nothing from the passes or the frontend, the runtime nothing
+from the compiler layers, and the shared modules (vocabulary, options, launcher, errors, memlets) nothing of ours
+but each other. Read from the sources' import statements, so a new arrow fails here before it spreads."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: package of each source folder, as installed (pyproject's package-dir)
+FOLDERS = {
+    "codegen": "dace_cpufree.codegen",
+    "transformations": "dace_cpufree.transformations",
+    "frontend": "dace_cpufree.frontend",
+    "dace_cpufree/runtime": "dace_cpufree.runtime",
+}
+SHARED = {
+    "dace_cpufree.vocabulary",
+    "dace_cpufree.options",
+    "dace_cpufree.launcher",
+    "dace_cpufree.errors",
+    "dace_cpufree.memlets",
+}
+
+#: what each layer may not import
+FORBIDDEN = {
+    "dace_cpufree.codegen": ("dace_cpufree.transformations", "dace_cpufree.frontend", "dace_cpufree.runtime"),
+    "dace_cpufree.runtime": ("dace_cpufree.transformations", "dace_cpufree.frontend", "dace_cpufree.codegen"),
+    "dace_cpufree.transformations": ("dace_cpufree.runtime", "dace_cpufree.codegen"),
+}
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """Absolute names of the modules ``path`` imports (relative imports resolved against ``package``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.add(module)
+            found |= {f"{module}.{a.name}" for a in node.names}
+    return found
+
+
+def _sources(folder: str):
+    return sorted((ROOT / folder).glob("*.py"))
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports_point_down(layer):
+    folder = next(f for f, p in FOLDERS.items() if p == layer)
+    bad = []
+    for path in _sources(folder):
+        for name in _imports(path, layer):
+            if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[layer]):
+                bad.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_shared_modules_import_only_each_other():
+    bad = []
+    for module in sorted(SHARED):
+        path = ROOT / (module.replace(".", "/") + ".py")
+        for name in _imports(path, "dace_cpufree"):
+            if (
+                name.startswith("dace_cpufree")
+                and name not in SHARED
+                and not any(name.startswith(s + ".") for s in SHARED)
+            ):
+                bad.append(f"{module} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_checker_sees_a_forbidden_import(tmp_path):
+    """The test above is only worth something if it can fail: a module with a forbidden import is caught."""
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from dace_cpufree.transformations.schedule_threads import contiguous_param\nfrom ..frontend import x\n"
+    )
+    names = _imports(bad, "dace_cpufree.codegen")
+    assert "dace_cpufree.transformations.schedule_threads" in names and "dace_cpufree.frontend" in names

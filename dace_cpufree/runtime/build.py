@@ -61,20 +61,27 @@ def gpu_count() -> int:
 ARCHITECTURE_BLOCK_LIMITS = (1024, 65536)
 
 
+def _gpu0_attributes(*attributes: int) -> tuple[int, ...] | None:
+    """Values of the driver's device ``attributes`` (``CUdevice_attribute`` numbers) for GPU 0; ``None``
+    without a GPU or when the driver does not answer."""
+    cuda, device = _driver(), ctypes.c_int(0)
+    if gpu_count() == 0 or cuda.cuDeviceGet(ctypes.byref(device), 0) != 0:
+        return None
+    values = []
+    for attribute in attributes:
+        value = ctypes.c_int(0)
+        if cuda.cuDeviceGetAttribute(ctypes.byref(value), attribute, device) != 0:
+            return None
+        values.append(value.value)
+    return tuple(values)
+
+
 @functools.lru_cache(maxsize=1)
 def full_block_limits() -> tuple[int, int]:
     """``(threads, registers)`` of the largest block on GPU 0, from the driver; without a GPU,
     :data:`ARCHITECTURE_BLOCK_LIMITS`."""
-    cuda, device = _driver(), ctypes.c_int(0)
-    if gpu_count() == 0 or cuda.cuDeviceGet(ctypes.byref(device), 0) != 0:
-        return ARCHITECTURE_BLOCK_LIMITS
-    threads, registers = ctypes.c_int(0), ctypes.c_int(0)
     # CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK = 12
-    if cuda.cuDeviceGetAttribute(ctypes.byref(threads), 1, device) or cuda.cuDeviceGetAttribute(
-        ctypes.byref(registers), 12, device
-    ):
-        return ARCHITECTURE_BLOCK_LIMITS
-    return threads.value, registers.value
+    return _gpu0_attributes(1, 12) or ARCHITECTURE_BLOCK_LIMITS
 
 
 def full_block_flags(full_blocks: bool) -> list[str]:
@@ -106,16 +113,8 @@ def cuda_arch() -> str:
 @functools.lru_cache(maxsize=1)
 def _compute_capability() -> tuple[int, int] | None:
     """``(major, minor)`` of GPU 0 from the driver; ``None`` without a GPU."""
-    cuda, device = _driver(), ctypes.c_int(0)
-    if gpu_count() == 0 or cuda.cuDeviceGet(ctypes.byref(device), 0) != 0:
-        return None
-    major, minor = ctypes.c_int(0), ctypes.c_int(0)
     # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
-    if cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, device) or cuda.cuDeviceGetAttribute(
-        ctypes.byref(minor), 76, device
-    ):
-        return None
-    return major.value, minor.value
+    return _gpu0_attributes(75, 76)
 
 
 def compile_command(

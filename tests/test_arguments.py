@@ -33,6 +33,12 @@ def test_an_integer_for_a_float_scalar_is_accepted(run):
     np.testing.assert_allclose(y, 2.0)
 
 
+def test_zero_dimensional_arrays_are_scalars(run):
+    y = np.zeros(3)
+    run(np.ones(3), y, np.array(2.0), np.array(2))
+    np.testing.assert_allclose(y, 4.0)
+
+
 def test_a_float_for_an_integer_scalar_names_the_parameter(run):
     with pytest.raises(ArgumentError, match=r"'reps' is 2\.5 .*int64.*Fix: pass an integer"):
         run(np.ones(3), np.zeros(3), 1.0, 2.5)

@@ -345,15 +345,17 @@ def _scalar_value(program: str, arg, value):
     """A scalar argument as its ctypes type takes it; integers for integer parameters (a float would be cut)."""
     dtype = np.dtype(arg.desc.dtype.as_numpy_dtype())
     kind = "an integer" if dtype.kind in "iub" else "a real number" if dtype.kind == "f" else f"a {dtype} value"
-    ok = isinstance(value, (bool, int, float, complex, np.generic)) or (
-        isinstance(value, np.ndarray) and value.shape == ()
-    )
-    if ok:
-        scalar = np.asarray(value)
-        if dtype.kind in "iub" and scalar.dtype.kind in "iub":
-            return scalar.item()
-        if dtype.kind in "fc" and scalar.dtype.kind in "iubf" + ("c" if dtype.kind == "c" else ""):
-            return scalar.item()
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        have, item = np.asarray(value).dtype.kind, value.item() if isinstance(value, np.generic) else value
+    elif getattr(value, "shape", None) == () and hasattr(value, "dtype"):  # a 0-d NumPy or CuPy array
+        have, item = np.dtype(value.dtype).kind, value.item()
+    else:
+        have = item = None
+    if have is not None:
+        if dtype.kind in "iub" and have in "iub":
+            return item
+        if dtype.kind in "fc" and have in "iubf" + ("c" if dtype.kind == "c" else ""):
+            return item
     raise ArgumentError(
         f"{program}: '{arg.name}' is {value!r} ({type(value).__name__}), the program declares it "
         f"{arg.desc.dtype.to_string()}: {kind}. Fix: pass {kind}"

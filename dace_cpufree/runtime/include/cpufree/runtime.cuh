@@ -47,6 +47,7 @@ using int16 = short;
 using int8 = signed char;
 using uint64 = unsigned long long;
 using uint32 = unsigned int;
+using uint16 = unsigned short;
 using uint8 = unsigned char;
 using bool_ = bool;
 namespace math {
@@ -356,7 +357,5 @@ template <int N> struct StepTimes {
 
 using cpufree::max_;
 using cpufree::min_;
-#ifdef CPUFREE_EMULATE
-using std::max;
-using std::min;
-#endif
+
+#include "math.cuh"

@@ -15,6 +15,8 @@ Write-conflict resolution (DaCe WCR) is resolved per case:
 
 from __future__ import annotations
 
+import ast
+
 import dace
 from dace import dtypes, subsets
 from dace.frontend.operations import detect_reduction_type
@@ -117,7 +119,13 @@ class ScopeWriter:
             conn, ctype = edge.src_conn, node.out_connectors[edge.src_conn]
             defined[conn] = ctype
             if _is_pointer(ctype):
-                pre.append(f"{ctype.ctype} {conn} = &{ctx.access(edge.data.data, edge.data.subset)};")
+                target = ctx.access(edge.data.data, edge.data.subset)
+                if _assigned_as_value(node, conn, edge.data):
+                    # a conditional write (``A[A <= t] = v``: DaCe gives the dynamic output a pointer type while
+                    # the code assigns the element): a reference makes the assignment store to the element
+                    pre.append(f"{ctype.base_type.ctype} &{conn} = {target};")
+                else:
+                    pre.append(f"{ctype.ctype} {conn} = &{target};")
                 continue
             pre.append(f"{ctype.ctype} {conn};")
             post.append(self._write_output(node, edge, conn))
@@ -144,6 +152,18 @@ class ScopeWriter:
         if memlet.data in self.ctx.local or owns(memlet.subset, self.owned):
             return f"{target} = cpufree::combine<{op}>({target}, {conn});"
         return f"cpufree::atomic_combine<{op}>(&{target}, {conn});"
+
+
+def _assigned_as_value(node: nodes.Tasklet, conn: str, memlet) -> bool:
+    """Whether a Python tasklet writes its one-element output ``conn`` by plain assignment (never indexes it)."""
+    if node.language != dtypes.Language.Python or memlet.subset is None or memlet.subset.num_elements() != 1:
+        return False
+    tree = node.code.code if isinstance(node.code.code, list) else [node.code.code]
+    for stmt in tree:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id == conn:
+                return False
+    return True
 
 
 def owns(subset: subsets.Subset, params: list[str]) -> bool:

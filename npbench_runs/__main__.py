@@ -5,15 +5,22 @@ python -m npbench_runs run --preset S [--kernels K ...] [--frameworks F ...] [--
 python -m npbench_runs report --db FILE --preset S --out DIR
 python -m npbench_runs merge --db FILE SHARD.db ...
 python -m npbench_runs list
+python -m npbench_runs foreign --npbench DIR [--preset S] [--backend emulate|cuda] [--benchmarks B ...] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["foreign"]:  # NPBench's own programs (npbench_runs/foreign.py has its own options)
+        from npbench_runs.foreign import main as foreign
+
+        return foreign(argv[1:])
     from npbench_runs import frameworks
 
     parser = argparse.ArgumentParser(prog="python -m npbench_runs", description=__doc__.split("\n")[0])

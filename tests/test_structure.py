@@ -131,10 +131,10 @@ def _kernel_text(program, **options) -> str:
     return code[code.index("__global__") : code.index("// ---- host launcher")]
 
 
-def test_loop_steps_of_communicating_kernels_run_apart(monkeypatch):
+def test_loop_steps_of_communicating_kernels_run_apart():
     """In a kernel with SHMEM calls every grid step of the time loop is its own function (cpufree::apart,
     by-value captures); kernels without communication keep their steps inline (faster there: see
-    codegen/kernel.py); DACE_CPUFREE_INLINE_STEPS=1 inlines them all."""
+    codegen/kernel.py)."""
     from npbench_runs.multigpu import jacobi_2d
 
     sizes = dict(symbols=dict(LX=66, LY=34, PY=2))
@@ -143,8 +143,6 @@ def test_loop_steps_of_communicating_kernels_run_apart(monkeypatch):
     assert len(step_apart.findall(kernel)) >= 2  # the two half-steps' stencils
     assert kernel.index("cpufree::apart([=](") > kernel.index("// loop")
     assert "cpufree::apart" not in _kernel_text(KERNELS["jacobi_2d"].program)  # no communication: inline
-    monkeypatch.setenv("DACE_CPUFREE_INLINE_STEPS", "1")
-    assert not step_apart.findall(_kernel_text(jacobi_2d.plain, **sizes))
 
 
 def test_step_functions_take_the_kernel_pointers_as_parameters():

@@ -39,10 +39,14 @@ class ExpandLibraryNodesToDataflow(ppl.Pass):
             for node, state in pending:
                 impl = next((i for i in DEVICE_IMPLEMENTATIONS if i in node.implementations), None)
                 if impl is None:
+                    info = node.debuginfo
+                    where = (
+                        f" at {info.filename}:{info.start_line}" if info and info.filename and info.start_line else ""
+                    )
                     raise NotPersistableError(
-                        f"library node '{node.label}' ({type(node).__name__}) has no implementation that can run "
-                        f"inside a persistent kernel (available: {', '.join(node.implementations)}). "
-                        "Fix: write the operation with NumPy expressions or provide a 'pure' expansion."
+                        f"{type(node).__name__} ('{node.label}'){where} has no implementation that runs inside a "
+                        f"persistent kernel (DaCe offers {', '.join(node.implementations)}: host or host-launched "
+                        "libraries). Fix: compute it before calling the program, or write it with NumPy expressions."
                     )
                 node.implementation = impl
                 node.expand(state)

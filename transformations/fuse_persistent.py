@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 from typing import Any
 
@@ -11,6 +12,7 @@ from dace import dtypes
 from dace.properties import Property, make_properties
 from dace.sdfg import nodes
 from dace.sdfg.infer_types import infer_connector_types
+from dace.sdfg.state import ConditionalBlock, LoopRegion
 from dace.transformation import pass_pipeline as ppl
 from dace.transformation import transformation
 from dace.transformation.dataflow import MapFusionHorizontal
@@ -160,21 +162,73 @@ def _accesses(state: dace.SDFGState, numbers: dict) -> list | None:
     return out
 
 
+def _where(node, sdfg: dace.SDFG | None = None) -> str:
+    """`` at file:line`` of a node from DaCe's debug information (a nested SDFG: its first node that has it)."""
+    candidates = [node]
+    if isinstance(node, nodes.NestedSDFG):
+        candidates += [n for n, _ in node.sdfg.all_nodes_recursive()]
+    for n in candidates:
+        info = getattr(n, "debuginfo", None)
+        if info is not None and info.filename and info.start_line:
+            return f" at {info.filename}:{info.start_line}"
+    return ""
+
+
+def _callee(tasklet: nodes.Tasklet) -> str:
+    """The function a callback tasklet calls, as the program wrote it (``print``)."""
+    code = tasklet.code.code if isinstance(tasklet.code.code, list) else []
+    for stmt in code:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Call):
+                return ast.unparse(sub.func)
+    return tasklet.label
+
+
+def _nested_construct(nsdfg: nodes.NestedSDFG) -> str:
+    """What a nested SDFG that could not be inlined stands for in the program."""
+    blocks = list(nsdfg.sdfg.all_control_flow_blocks())
+    if any(isinstance(b, ConditionalBlock) for b in blocks):
+        return "a data-dependent branch (an `if` on array values, np.where(..., where=) or a masked update)"
+    if any(isinstance(b, LoopRegion) for b in blocks):
+        return "a loop whose bounds or exit depend on array values"
+    return f"a nested call ('{nsdfg.label}')"
+
+
 def check_persistable(sdfg: dace.SDFG) -> None:
-    """Raises :class:`NotPersistableError` naming the first construct a persistent kernel cannot hold."""
+    """Raises :class:`NotPersistableError` naming the first construct a persistent kernel cannot hold, where the
+    program has it, and a fix."""
     for node, parent in sdfg.all_nodes_recursive():
         if isinstance(node, nodes.NestedSDFG):
+            inside = " inside a parallel loop" if isinstance(parent, dace.SDFGState) and parent.entry_node(node) else ""
             raise NotPersistableError(
-                f"nested SDFG '{node.label}' in '{parent.label}' could not be inlined into the kernel."
+                f"{_nested_construct(node)}{inside}{_where(node)} cannot be made part of the persistent kernel "
+                "(DaCe keeps it as a nested SDFG that could not be inlined). Fix: compute it with whole-array "
+                "NumPy operations (np.where(cond, a, b) without where=, arithmetic masks), or move it out of the "
+                "parallel loop."
             )
         if isinstance(node, nodes.LibraryNode):
-            raise NotPersistableError(f"library node '{node.label}' remains after expansion.")
+            raise NotPersistableError(
+                f"{type(node).__name__} ('{node.label}'){_where(node)} has no expansion that runs inside a "
+                "persistent kernel. Fix: compute it before calling the program, or write it with NumPy operations."
+            )
         if isinstance(node, nodes.Tasklet) and node.language not in (dace.Language.Python, dace.Language.CPP):
-            raise NotPersistableError(f"tasklet '{node.label}' is written in {node.language.name}.")
+            raise NotPersistableError(
+                f"tasklet '{node.label}'{_where(node)} is written in {node.language.name}. Fix: write it in Python "
+                "(or C++)."
+            )
         if isinstance(node, nodes.Tasklet) and node.side_effects:
             raise NotPersistableError(
-                f"tasklet '{node.label}' has side effects (a callback?) and cannot run on the GPU."
+                f"the call {_callee(node)}(...){_where(node)} runs on the host (a Python callback), which a "
+                "persistent GPU kernel cannot call. Fix: move it out of the program (call it before or after), or "
+                "return the values it needs."
             )
     for name, desc in sdfg.arrays.items():
         if isinstance(desc, (dt.Stream, dt.Reference)):
-            raise NotPersistableError(f"container '{name}' is a {type(desc).__name__}; persistent kernels need arrays.")
+            raise NotPersistableError(
+                f"container '{name}' is a {type(desc).__name__}; persistent kernels need arrays. Fix: use arrays."
+            )
+        if desc.dtype in (dace.complex64, dace.complex128):
+            raise NotPersistableError(
+                f"'{name}' holds complex numbers ({desc.dtype.to_string()}), which persistent kernels do not support "
+                "yet. Fix: keep the real and imaginary parts in two float arrays, or run this part outside."
+            )

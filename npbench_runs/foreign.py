@@ -1,0 +1,198 @@
+"""``python -m npbench_runs foreign --npbench DIR``: NPBench's own DaCe programs through dace-cpufree, classified.
+
+For every benchmark of an NPBench checkout (``bench_info/<name>.json`` with a ``<module>_dace.py``), in a process
+of its own (a crash or a hang costs that benchmark only): the inputs of the preset from NPBench's ``initialize``,
+NPBench's NumPy implementation on copies, the DaCe program compiled by :func:`dace_cpufree.compile` and called the
+way NPBench calls a DaCe program (input arguments and size parameters as keywords), and the outputs compared as
+NPBench compares them (``np.allclose`` with the benchmark's rtol/atol, else the relative error in the 2-norm
+against ``norm_error``). Each program ends in one class:
+
+* ``validated``; ``wrong`` (ran, and an output differs: the relative error of each output is kept);
+* ``refused`` (the compiler named a construct it cannot make persistent), ``frontend`` (DaCe's own parser
+  failed), ``build`` (the generated code did not compile: the first compiler error), ``run`` (an error at the
+  call), ``crash`` or ``timeout``.
+
+Nothing of NPBench is copied into this repository: the checkout is read where it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+CLASSES = ("validated", "wrong", "refused", "frontend", "build", "run", "crash", "timeout")
+
+
+def benchmarks(root: Path) -> dict[str, dict]:
+    """``name -> bench_info["benchmark"]`` of every benchmark that has a DaCe implementation."""
+    found = {}
+    for info_file in sorted((root / "bench_info").glob("*.json")):
+        info = json.loads(info_file.read_text())["benchmark"]
+        folder = root / "npbench" / "benchmarks" / info["relative_path"]
+        if (folder / f"{info['module_name']}_dace.py").exists():
+            found[info_file.stem] = info
+    return found
+
+
+def _module(root: Path, info: dict, suffix: str):
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    dotted = "npbench.benchmarks." + info["relative_path"].replace("/", ".") + "." + info["module_name"] + suffix
+    return importlib.import_module(dotted)
+
+
+def relative_error(ref, val) -> float:
+    ref, val = np.asarray(ref), np.asarray(val)
+    norm = np.linalg.norm(ref)
+    diff = np.linalg.norm(ref - val)
+    return float(diff / norm) if norm != 0 else float(diff)
+
+
+def compare(info: dict, ref: list, got: list) -> list[float] | None:
+    """NPBench's validation: ``None`` when every output agrees, else the relative error of each output."""
+    rtol, atol, norm_error = info.get("rtol", 1e-5), info.get("atol", 1e-8), info.get("norm_error", 1e-5)
+    errors, ok = [], True
+    for r, v in zip(ref, got):
+        r, v = np.asarray(r), np.asarray(v)  # broadcast as NumPy does: a scalar return comes back as shape (1,)
+        try:
+            err = 0.0 if np.allclose(r, v, rtol=rtol, atol=atol) else relative_error(r, v)
+        except ValueError:  # shapes that do not broadcast
+            err = float("inf")
+        errors.append(err)
+        ok = ok and err < norm_error
+    return None if ok else errors
+
+
+def _outputs(result, data: dict, info: dict) -> list:
+    out = [] if result is None else list(result) if isinstance(result, (tuple, list)) else [result]
+    return out + [data[a] for a in info.get("output_args", [])]
+
+
+def _first_line(err: BaseException) -> str:
+    """The error in one line: a build error's first compiler error (without the cache folder's path), else the
+    message's first line."""
+    first = getattr(err, "first_error", None)
+    if first:
+        path, _, rest = first.partition(": ")
+        first = f"{Path(path).name}: {rest}" if rest else first
+    else:
+        lines = str(err).strip().splitlines()
+        first = lines[0] if lines else ""
+    return f"{type(err).__name__}: {first}"[:300]
+
+
+def run_one(root: Path, name: str, preset: str, backend: str) -> dict:
+    """Classifies one benchmark in this process (see the module doc)."""
+    import dace_cpufree
+
+    info = benchmarks(root)[name]
+    params = info["parameters"][preset]
+    data = dict(params)
+    if info.get("init"):  # some benchmarks take their parameters only (mandelbrot)
+        init_fn = getattr(_module(root, info, ""), info["init"]["func_name"])
+        outs = init_fn(*[data[a] for a in info["init"]["input_args"]])
+        outs = outs if len(info["init"]["output_args"]) > 1 else [outs]
+        data.update(zip(info["init"]["output_args"], outs))
+    ref_data = copy.deepcopy(data)
+    numpy_impl = getattr(_module(root, info, "_numpy"), info["func_name"])
+    with np.errstate(all="ignore"):
+        ref = _outputs(numpy_impl(*[ref_data[a] for a in info["input_args"]]), ref_data, info)
+    report = {"name": name, "preset": preset, "backend": backend}
+    t0 = time.perf_counter()
+    try:
+        program = getattr(_module(root, info, "_dace"), info["func_name"])
+        run = dace_cpufree.compile(program, backend=backend)
+    except dace_cpufree.BuildError as err:
+        return {**report, "class": "build", "reason": _first_line(err), "seconds": time.perf_counter() - t0}
+    except dace_cpufree.CpufreeError as err:
+        return {**report, "class": "refused", "reason": _first_line(err), "seconds": time.perf_counter() - t0}
+    except Exception as err:  # DaCe's frontend or passes: not ours to classify further
+        return {**report, "class": "frontend", "reason": _first_line(err), "seconds": time.perf_counter() - t0}
+    accepted = set(run.sdfg.arg_names) | {str(s) for s in run.sdfg.symbols}
+    got_data = copy.deepcopy(data)
+    kwargs = {a: got_data[a] for a in info["input_args"]}
+    kwargs.update({p: v for p, v in params.items() if p not in kwargs and p in accepted})
+    try:
+        result = run(**kwargs)
+    except Exception as err:
+        return {**report, "class": "run", "reason": _first_line(err), "seconds": time.perf_counter() - t0}
+    got = [
+        a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a for a in _outputs(result, got_data, info)
+    ]
+    errors = compare(info, ref, got)
+    report["seconds"] = time.perf_counter() - t0
+    if errors is None:
+        return {**report, "class": "validated", "reason": ""}
+    outputs = ["return"] * (len(ref) - len(info.get("output_args", []))) + list(info.get("output_args", []))
+    detail = ", ".join(f"{o}: {e:.3g}" for o, e in zip(outputs, errors))
+    return {**report, "class": "wrong", "reason": f"relative errors {detail}", "errors": errors}
+
+
+def run_all(root: Path, names, preset: str, backend: str, timeout: float, progress=print) -> list:
+    """Every benchmark in a process of its own, with a time limit each."""
+    results = []
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    for name in names:
+        cmd = [sys.executable, "-m", "npbench_runs.foreign", "--one", name, "--npbench", str(root)]
+        cmd += ["--preset", preset, "--backend", backend]
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+            line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
+            if proc.returncode == 0 and line:
+                result = json.loads(line)
+            else:
+                tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+                result = {"name": name, "class": "crash", "reason": f"exit {proc.returncode}: {tail[:250]}"}
+        except subprocess.TimeoutExpired:
+            result = {"name": name, "class": "timeout", "reason": f"no answer within {timeout:.0f} s"}
+        result.setdefault("seconds", time.perf_counter() - t0)
+        results.append(result)
+        progress(f"{name:<28} {result['class']:<10} {result['seconds']:7.1f} s  {result.get('reason', '')[:150]}")
+    return results
+
+
+def summary(results: list) -> str:
+    counts = {c: sum(r["class"] == c for r in results) for c in CLASSES}
+    return ", ".join(f"{n} {c}" for c, n in counts.items() if n) + f" (of {len(results)})"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m npbench_runs foreign", description=__doc__.split("\n")[0])
+    parser.add_argument("--npbench", required=True, help="an NPBench checkout (has bench_info/ and npbench/)")
+    parser.add_argument("--preset", default="S")
+    parser.add_argument("--backend", default="emulate", choices=("emulate", "cuda"))
+    parser.add_argument("--benchmarks", nargs="+", help="default: every benchmark with a DaCe implementation")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per benchmark (default 600)")
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a program is wrong")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    root = Path(args.npbench).resolve()
+    if not (root / "bench_info").is_dir():
+        parser.error(f"{root} has no bench_info/: pass the root of an NPBench checkout")
+    if args.one:
+        print(json.dumps(run_one(root, args.one, args.preset, args.backend)))
+        return 0
+    names = args.benchmarks or list(benchmarks(root))
+    unknown = sorted(set(names) - set(benchmarks(root)))
+    if unknown:
+        parser.error(f"no DaCe benchmark named {', '.join(unknown)} in {root}")
+    results = run_all(root, names, args.preset, args.backend, args.timeout)
+    print(summary(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 1 if args.strict and any(r["class"] == "wrong" for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

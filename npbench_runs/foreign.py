@@ -137,9 +137,10 @@ def run_one(root: Path, name: str, preset: str, backend: str) -> dict:
     return {**report, "class": "wrong", "reason": f"relative errors {detail}", "errors": errors}
 
 
-def run_all(root: Path, names, preset: str, backend: str, timeout: float, progress=print) -> list:
-    """Every benchmark in a process of its own, with a time limit each."""
-    results = []
+def run_all(root: Path, names, preset: str, backend: str, timeout: float, progress=print, into=None) -> list:
+    """Every benchmark in a process of its own, with a time limit each; rows are appended to ``into`` (a new list
+    by default) as they come."""
+    results = [] if into is None else into
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     for name in names:
         cmd = [sys.executable, "-m", "npbench_runs.foreign", "--one", name, "--npbench", str(root)]
@@ -187,7 +188,14 @@ def main(argv=None) -> int:
     unknown = sorted(set(names) - set(benchmarks(root)))
     if unknown:
         parser.error(f"no DaCe benchmark named {', '.join(unknown)} in {root}")
-    results = run_all(root, names, args.preset, args.backend, args.timeout)
+    results = []
+
+    def progress(line: str) -> None:  # the JSON file is rewritten after each program: a stopped run keeps its rows
+        print(line, flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+
+    results = run_all(root, names, args.preset, args.backend, args.timeout, progress=progress, into=results)
     print(summary(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

@@ -56,7 +56,7 @@ def test_compile_adds_the_program_line_of_the_failing_step(monkeypatch):
     step, where = next(iter(source.step_sources.items()))
     assert "test_copies.py:" in where and where.rsplit(":", 1)[1].isdigit()
 
-    def failing_build(code, name, backend, shmem=False):
+    def failing_build(code, name, backend, **flags):
         raise BuildError("g++ failed on the generated code", first_error="error: x", step=step)
 
     monkeypatch.setattr(api, "build", failing_build)

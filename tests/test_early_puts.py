@@ -175,7 +175,7 @@ def _two_puts_one_flag(A: dace.float64[N], B: dace.float64[N], flags: dace.uint6
 
 def test_no_split_when_a_put_cannot_be_staged():
     """Without a buffer the put would store into the halo while the receiver streams its interior (measured
-    slow, session 9): the map stays whole."""
+    slow): the map stays whole."""
     sdfg = dace_cpufree.persistent_sdfg(_two_puts_one_flag)
     assert top_maps(sdfg) == ["0:N - 2"]
     assert not any(n.startswith("__cpufree_halo") for n in sdfg.arrays)

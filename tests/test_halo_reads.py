@@ -1,6 +1,6 @@
 """Stencils whose edge cells read the halo buffers themselves (no unpacking): what the compiler makes of them.
 
-Both forms below were measured in session 12 (docs/results/2026-11-21-H200/session12): the 2-D one as fast as
+Both forms below were measured on 4 H200s: the 2-D one as fast as
 the committed overlapped form, the 3-D one far slower on 4 H200s (a neighbour's signal seen ~170 us after it was
 sent), so the committed programs keep unpacking. They stay here as inputs for three analyses they exercised:
 a nested program called with views (its independent statements are not ordered, so they fuse), the regions

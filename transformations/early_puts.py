@@ -254,7 +254,7 @@ def _staging_plan(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState):
 
 def stage_in_buffer(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState, plan: tuple) -> None:
     """Sends a put of a split map into a contiguous buffer of its own, unpacked into its destination right
-    after the one wait on its flag (in that wait's branch). Measured on H200s (session 9): remote stores
+    after the one wait on its flag (in that wait's branch). Measured on H200s: remote stores
     into a strided halo of an array that the receiver is streaming through (its interior) held the
     sending blocks' fences for ~80 us per half-step; into a contiguous buffer they do not (the overlapped
     forms' halo buffers).

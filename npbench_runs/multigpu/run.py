@@ -41,7 +41,7 @@ def _comm():
 def _abort_job() -> None:
     """After an error on this rank: prints it and ends every rank of the MPI job at once. Left to itself, a
     rank that raised would wait at exit (NVSHMEM's finalize is collective) for ranks that wait for it: the job
-    hung until its timeout (session 12)."""
+    hung until its timeout."""
     comm = _comm()
     if comm is None or comm.Get_size() == 1:
         return

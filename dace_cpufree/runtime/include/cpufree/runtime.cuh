@@ -305,7 +305,7 @@ template <Op op, typename Tile, typename T> inline T tile_reduce(const Tile &, T
 // ---- step timing (DACE_CPUFREE_STEP_TIMES=1, codegen/kernel.py) -------------------------------------------
 // Thread 0 of every block adds the clock64 cycles since its previous mark to the segment that the mark closes
 // (a grid sync, a block barrier, a step of the program, or the control flow between steps). The sums live in
-// shared memory: a mark costs a few cycles and no memory round trip (session 11's first instrumentation kept
+// shared memory: a mark costs a few cycles and no memory round trip (an earlier form kept
 // them in a local array, whose misses under a stencil's load cost up to 2 us per mark and held the block's
 // other warps at the next barrier). When the kernel ends (also by a return) each block stores its sums, its
 // elapsed globaltimer ns and clock64 cycles in row blockIdx.x of `out` (blocks beyond CPUFREE_TIMES_BLOCKS

@@ -128,7 +128,7 @@ __device__ inline unsigned int blocks_for(long long n, unsigned int parts, int p
 
 // One thread waits until the local flag is at least `value` (acquire: the data put before the flag's
 // signal is visible after the wait). Measured against relaxed polls and one fence.acq_rel after them: no
-// faster (4 H200s, session 6).
+// faster (4 H200s).
 __device__ inline void wait_until_ge(uint64_t *flag, uint64_t value) {
     uint64_t seen;
     do {
@@ -139,7 +139,7 @@ __device__ inline void wait_until_ge(uint64_t *flag, uint64_t value) {
 // A completion point: this thread's stores to peers, and those of its block before a __syncthreads(), are
 // visible there before its later stores. fence.acq_rel is enough for that (release cumulativity). Measured
 // with last_of's leading fence dropped too, against fence.sc (__threadfence_system) and both fences: Jacobi
-// 3-D 128^3 per GPU 1.5 us per step faster on 2 H200s, 2-D the same (session 6).
+// 3-D 128^3 per GPU 1.5 us per step faster on 2 H200s, 2-D the same.
 __device__ inline void quiet() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
 // One thread sets the flag on PE `pe` (after a quiet: the data before it is visible first).

@@ -14,6 +14,8 @@ import argparse
 import os
 import sys
 
+from npbench_runs.results import DEFAULT_DB
+
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -35,7 +37,7 @@ def main(argv=None) -> int:
         help=f"default: {' '.join(frameworks.DEFAULT_FRAMEWORKS)}; all: {' '.join(frameworks.FRAMEWORKS)}",
     )
     r.add_argument("--repeat", type=int, default=10, help="timed runs after the validated first run (default 10)")
-    r.add_argument("--db", default="npbench_results.db", help="SQLite file, appended to (default npbench_results.db)")
+    r.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file, appended to (default {DEFAULT_DB})")
     r.add_argument(
         "--jobs",
         type=int,
@@ -68,7 +70,7 @@ def main(argv=None) -> int:
     r.add_argument("--progress", choices=("auto", "rich", "tqdm", "plain"), default="auto")
 
     p = sub.add_parser("report", help="markdown table and speedup plots from the SQLite file")
-    p.add_argument("--db", default="npbench_results.db")
+    p.add_argument("--db", default=DEFAULT_DB)
     p.add_argument("--preset", default="S")
     p.add_argument("--out", default="npbench_report")
     p.add_argument("--gpu", help="only rows of this GPU name")
@@ -84,24 +86,28 @@ def main(argv=None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "run":
-        from npbench_runs.run import run
+        from npbench_runs.run import BenchmarkFailed, run
 
-        run(
-            preset=args.preset,
-            kernel_names=args.kernels,
-            framework_names=args.frameworks,
-            repeat=args.repeat,
-            db=args.db,
-            jobs=args.jobs,
-            cache=args.cache,
-            timeout=args.timeout,
-            isolate=not args.no_isolate,
-            compile_only=args.compile_only,
-            ui_kind=args.progress,
-            budget=args.budget,
-            skip_done=args.skip_done,
-            stop_after=args.stop_after,
-        )
+        try:
+            run(
+                preset=args.preset,
+                kernel_names=args.kernels,
+                framework_names=args.frameworks,
+                repeat=args.repeat,
+                db=args.db,
+                jobs=args.jobs,
+                cache=args.cache,
+                timeout=args.timeout,
+                isolate=not args.no_isolate,
+                compile_only=args.compile_only,
+                ui_kind=args.progress,
+                budget=args.budget,
+                skip_done=args.skip_done,
+                stop_after=args.stop_after,
+            )
+        except BenchmarkFailed as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
         return 0
     if args.command == "report":
         from npbench_runs.report import report

@@ -10,6 +10,11 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+#: the results database when none is named: beside the build cache, outside the repository
+DEFAULT_DB = os.path.join(
+    os.environ.get("NPBENCH_RUNS_CACHE") or os.path.expanduser("~/.cache/npbench_runs"), "results.db"
+)
+
 REPO = Path(__file__).resolve().parent.parent
 
 #: Column name -> SQLite type. Times in milliseconds, compile time in seconds.

@@ -197,7 +197,7 @@ def run(
     kernel_names: list[str] | None = None,
     framework_names: list[str] | None = None,
     repeat: int = 10,
-    db: str | Path = "npbench_results.db",
+    db: str | Path = results.DEFAULT_DB,
     jobs: int | None = None,
     cache: str | Path | None = None,
     timeout: float = 900.0,
@@ -222,7 +222,7 @@ def run(
         os.environ["NPBENCH_RUNS_CACHE"] = str(Path(cache).resolve())
     ks = kernels()
     kernel_names = list(kernel_names or ks)
-    framework_names = list(framework_names or fw_mod.DEFAULT_FRAMEWORKS)
+    framework_names = list(framework_names or default_frameworks())
     _check_names(ks, kernel_names, framework_names, preset)
     todo = {k: framework_names for k in kernel_names}
     if not compile_only:
@@ -244,7 +244,9 @@ def run(
     t1 = time.perf_counter()
     settings = {"preset": preset, "repeat": repeat, "budget": budget, "timeout": timeout, "isolate": isolate}
     deadline = None if stop_after is None else t0 + stop_after
-    left = timing_phase(todo, builds, settings, common, db, log_dir, ui_kind, deadline)
+    left, (attempted, measured) = timing_phase(todo, builds, settings, common, db, log_dir, ui_kind, deadline)
+    if attempted and not measured:
+        raise BenchmarkFailed(f"every framework failed on every kernel (run {run_id}); the errors are in {db}")
     print(
         f"timing phase: {time.perf_counter() - t1:.1f} s; total {time.perf_counter() - t0:.1f} s. "
         f"Results appended to {db} (run {run_id}). Report: python -m npbench_runs report --db {db} "
@@ -257,11 +259,12 @@ def run(
 
 
 def timing_phase(todo: dict, builds: dict, settings: dict, common: dict, db, log_dir: Path, ui_kind, deadline):
-    """Phase 2: each kernel of ``todo`` in turn; rows go to ``db`` as they come. Returns the kernels not started."""
+    """Phase 2: each kernel of ``todo`` in turn; rows go to ``db`` as they come. Returns the kernels not started and
+    ``(pairs tried, pairs measured)`` of (kernel, framework)."""
     ks = kernels()
     conn = results.connect(db)
     ui = progress(sum(len(fs) for fs in todo.values()), f"timing ({settings['preset']})", ui_kind)
-    left = []
+    left, counts = [], [0, 0]
     for k, names in todo.items():
         if deadline is not None and time.perf_counter() >= deadline:
             left.append(k)
@@ -277,6 +280,8 @@ def timing_phase(todo: dict, builds: dict, settings: dict, common: dict, db, log
                 return
             row = {**base, **event["row"], "timestamp": dt.datetime.now(dt.timezone.utc).isoformat()}
             results.insert(conn, row)
+            counts[0] += 1
+            counts[1] += row.get("median_ms") is not None
             ui.advance(summary_line(row))
 
         spec = {key: settings[key] for key in ("preset", "repeat", "budget")}
@@ -291,7 +296,26 @@ def timing_phase(todo: dict, builds: dict, settings: dict, common: dict, db, log
                 emit({"event": "result", "row": {"kernel": k, "framework": name, "error": error_text(err)}})
     ui.close()
     conn.close()
-    return left
+    return left, tuple(counts)
+
+
+class BenchmarkFailed(RuntimeError):
+    """No framework produced a measurement."""
+
+
+def default_frameworks() -> list[str]:
+    """The frameworks a run compares when none are named: the GPU ones where there is a GPU; else NumPy and our
+    kernel on the host emulation (with a notice)."""
+    from dace_cpufree.runtime import gpu_count
+
+    if gpu_count() > 0:
+        return list(fw_mod.DEFAULT_FRAMEWORKS)
+    print(
+        "no GPU here: comparing numpy and dace_cpufree_emulate (the generated kernel on the host); name "
+        "--frameworks to choose others",
+        flush=True,
+    )
+    return ["numpy", "dace_cpufree_emulate"]
 
 
 def summary_line(row: dict) -> str:

@@ -279,3 +279,25 @@ def test_report_says_when_no_commit_was_recorded(tmp_path):
     _fake_db(db)  # rows without git_commit, as the first H200 run wrote them
     md = report.report(db, "S", tmp_path / "out", plots=False)["markdown"].read_text()
     assert "commit: not recorded." in md and "commit: ?" not in md
+
+
+def test_a_run_in_which_every_framework_failed_exits_non_zero(tmp_path, cache, capsys):
+    """Without a GPU the CUDA framework cannot launch: every row is an error, and the command says so by its exit."""
+    from dace_cpufree.runtime import gpu_count
+
+    if gpu_count() > 0:
+        pytest.skip("a GPU is present: the CUDA framework would run")
+    db = tmp_path / "failed.db"
+    args = ["run", "--preset", "test", "--kernels", "jacobi_1d", "--frameworks", "dace_cpufree", "--db", str(db)]
+    assert main([*args, "--jobs", "0", "--no-isolate"]) == 1
+    assert "every framework failed" in capsys.readouterr().err
+    assert _rows(db)[0]["error"]
+
+
+def test_without_a_gpu_the_default_frameworks_run_here(capsys):
+    from dace_cpufree.runtime import gpu_count
+
+    if gpu_count() > 0:
+        pytest.skip("a GPU is present: the GPU frameworks are the default")
+    assert runner.default_frameworks() == ["numpy", "dace_cpufree_emulate"]
+    assert "no GPU here" in capsys.readouterr().out

@@ -18,18 +18,8 @@ using namespace rocshmem;
 #include <nvshmemx.h>
 #endif
 
-// Python's modulo and floor division, as DaCe prints symbolic Mod and floor: (pe - 1) % n_pes, pe // PY.
-#ifndef CPUFREE_PY_MOD_DEFINED
-#define CPUFREE_PY_MOD_DEFINED
-template <typename A, typename B> __host__ __device__ inline auto py_mod(A a, B b) -> decltype(a % b) {
-    auto r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-template <typename A, typename B> __host__ __device__ inline auto py_floor(A a, B b) -> decltype(a / b) {
-    auto q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-#endif
+// Python's modulo and floor division (py_mod, py_floor: PE arithmetic such as (pe - 1) % n_pes, pe // PY) come
+// from math.cuh, which runtime.cuh includes before this header.
 
 namespace cpufree {
 namespace shmem {
@@ -86,6 +76,74 @@ __device__ inline bool last_of(unsigned int *counter, unsigned int n) {
     if (last) __threadfence_system();
     return last;
 }
+
+// ---- Allreduce (frontend/allreduce.py) ------------------------------------------------------------------
+// The gather form: one thread per PE copies its values into its slot of a symmetric [2, npes, n] array, puts
+// them into the same slot on every other PE and signals flags[parity][me] there with the round number; the
+// receiver waits for the npes - 1 flags and combines the slots in PE order. Rounds alternate between the two
+// parities: a PE can be one round ahead of another (its next start follows its wait, which needed the other's
+// values of this round), never two, so a slot is not overwritten while it is read.
+
+// The slot of PE `pe` in round `round`.
+template <typename T> __device__ inline T *gather_slot(T *slots, uint64_t round, int pe, int npes, long long n) {
+    return slots + ((long long)(round & 1) * npes + pe) * n;
+}
+
+// Starts a round: counts it (`round` is the buffer's counter, zeroed before each launch) and copies this PE's
+// values into its own slot. Returns the round number (the signal value).
+template <typename T>
+__device__ inline uint64_t gather_begin(T *slots, uint64_t *round, const T *in, int me, int npes, long long n) {
+    const uint64_t r = ++*round;
+    T *mine = gather_slot(slots, r, me, npes, n);
+    for (long long i = 0; i < n; ++i) mine[i] = in[i];
+    return r;
+}
+
+// Combines the slots of a round in PE order into `out`: every PE combines in the same order, so all get the
+// same bits.
+template <Op op, typename T>
+__device__ inline void gather_combine(T *out, T *slots, uint64_t round, int npes, long long n) {
+    for (long long i = 0; i < n; ++i) {
+        T acc = gather_slot(slots, round, 0, npes, n)[i];
+        for (int p = 1; p < npes; ++p) acc = combine<op>(acc, gather_slot(slots, round, p, npes, n)[i]);
+        out[i] = acc;
+    }
+}
+
+#if defined(CPUFREE_SHMEM_ROC)
+// rocSHMEM's ROCSHMEM_TEAM_WORLD is a host variable: the launcher copies its value here before each launch.
+static __device__ rocshmem_team_t team_world_handle;
+__device__ inline rocshmem_team_t team_world() { return team_world_handle; }
+
+// The library's form of the gather: a put with signal to every other PE (non-blocking, from this PE's slot).
+template <typename T>
+__device__ inline void gather_send(T *slots, uint64_t *flags, uint64_t round, int me, int npes, long long n) {
+    T *mine = gather_slot(slots, round, me, npes, n);
+    uint64_t *flag = flags + (round & 1) * npes + me;
+    for (int p = 0; p < npes; ++p)
+        if (p != me) rocshmem_putmem_signal_nbi(mine, mine, n * sizeof(T), flag, round, ROCSHMEM_SIGNAL_SET, p);
+}
+__device__ inline void gather_receive(uint64_t *flags, uint64_t round, int me, int npes) {
+    for (int p = 0; p < npes; ++p)
+        if (p != me)
+            rocshmem_ulonglong_wait_until((unsigned long long *)(flags + (round & 1) * npes + p), ROCSHMEM_CMP_GE,
+                                          (unsigned long long)round);
+    rocshmem_quiet();  // this PE's puts of the round are complete: its slot may be rewritten two rounds on
+}
+#else
+template <typename T>
+__device__ inline void gather_send(T *slots, uint64_t *flags, uint64_t round, int me, int npes, long long n) {
+    T *mine = gather_slot(slots, round, me, npes, n);
+    uint64_t *flag = flags + (round & 1) * npes + me;
+    for (int p = 0; p < npes; ++p)
+        if (p != me) nvshmem_putmem_signal_nbi(mine, mine, n * sizeof(T), flag, round, NVSHMEM_SIGNAL_SET, p);
+}
+__device__ inline void gather_receive(uint64_t *flags, uint64_t round, int me, int npes) {
+    for (int p = 0; p < npes; ++p)
+        if (p != me) nvshmem_signal_wait_until(flags + (round & 1) * npes + p, NVSHMEM_CMP_GE, round);
+    nvshmem_quiet();  // this PE's puts of the round are complete: its slot may be rewritten two rounds on
+}
+#endif
 
 #if !defined(CPUFREE_SHMEM_ROC)
 // Direct stores to the peers (shmem_transport="p2p"): every PE is reachable by load/store (one node,
@@ -175,6 +233,27 @@ __device__ inline void copy(T *dest, const T *src, long long first, long long en
     }
 }
 
+// The gather form of Allreduce by direct stores: this PE's slot into the same slot on every other PE, one
+// fence for all of them, then each peer's flag (a release store). No quiet is needed later: a store that has
+// been issued has read its source.
+template <typename T>
+__device__ inline void gather_send(T *slots, uint64_t *flags, uint64_t round, int me, int npes, long long n) {
+    T *mine = gather_slot(slots, round, me, npes, n);
+    for (int p = 0; p < npes; ++p) {
+        if (p == me) continue;
+        T *there = peer(mine, p);
+        for (long long i = 0; i < n; ++i) there[i] = mine[i];
+    }
+    quiet();
+    uint64_t *flag = flags + (round & 1) * npes + me;
+    for (int p = 0; p < npes; ++p)
+        if (p != me) signal_set(flag, round, p);
+}
+__device__ inline void gather_receive(uint64_t *flags, uint64_t round, int me, int npes) {
+    for (int p = 0; p < npes; ++p)
+        if (p != me) wait_until_ge(flags + (round & 1) * npes + p, round);
+}
+
 }  // namespace p2p
 #endif
 
@@ -194,6 +273,11 @@ static inline hipError_t cpufree_shmem_workspace_free(void *ptr) {
 static inline hipError_t cpufree_shmem_before_launch(void *ws, size_t n) {
     if (ws && n) {
         hipError_t e = hipMemset(ws, 0, n);
+        if (e != hipSuccess) return e;
+    }
+    {
+        hipError_t e = hipMemcpyToSymbol(HIP_SYMBOL(cpufree::shmem::team_world_handle), &ROCSHMEM_TEAM_WORLD,
+                                         sizeof(rocshmem_team_t));  // for Allreduce's team reductions
         if (e != hipSuccess) return e;
     }
     hipError_t e = hipDeviceSynchronize();

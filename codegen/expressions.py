@@ -16,6 +16,8 @@ from dace import subsets
 from dace.codegen import cppunparse
 from dace.codegen.common import sym2cpp
 
+from dace_cpufree.errors import NotPersistableError
+
 INDEX_T = "long long"
 
 
@@ -116,6 +118,74 @@ def interstate_code(code: str, sdfg: dace.SDFG, pointers: set[str]) -> str:
     return out.getvalue().strip()
 
 
+def _call_args(node: ast.AST, name: str, count: int) -> list[ast.expr] | None:
+    """The arguments of ``node`` if it is a call of ``name`` with ``count`` positional arguments, else None."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == name
+        and len(node.args) == count
+        and not node.keywords
+    ):
+        return node.args
+    return None
+
+
+def _runtime_call(name: str, args: list[ast.expr]) -> ast.Call:
+    return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=args, keywords=[])
+
+
+class _TaskletMath(ast.NodeTransformer):
+    """Python code whose C++ namesake computes something else, rewritten to the runtime's NumPy-exact functions.
+
+    ``round(x)`` (Python's, and DaCe's translation of ``np.rint``) rounds halves to even, C's ``round`` away
+    from zero. DaCe writes ``np.spacing(x)`` as ``nextafter(x, inf) - x`` (positive below zero, where NumPy's
+    is negative) and ``np.logaddexp(x, y)`` as ``log(exp(x) + exp(y))`` (infinite once ``exp`` overflows, at
+    89 in float32). Complex literals are refused: the runtime has no complex type.
+    """
+
+    def __init__(self, tasklet: dace.nodes.Tasklet):
+        self.tasklet = tasklet
+
+    def visit_Call(self, node: ast.Call):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "round":
+            if len(node.args) != 1 or node.keywords:
+                raise NotPersistableError(
+                    f"tasklet '{self.tasklet.label}' calls round() with a number of digits, which the persistent "
+                    "kernel does not implement. Fix: scale by a power of ten, round(x), and scale back."
+                )
+            return _runtime_call("py_round", node.args)
+        for log, exp in (("log", "exp"), ("log2", "exp2")):
+            (total,) = _call_args(node, log, 1) or (None,)
+            if isinstance(total, ast.BinOp) and isinstance(total.op, ast.Add):
+                x, y = _call_args(total.left, exp, 1), _call_args(total.right, exp, 1)
+                if x and y:
+                    return _runtime_call(f"np_logaddexp{log[3:]}", x + y)
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp):
+        self.generic_visit(node)
+        args = _call_args(node.left, "nextafter", 2)
+        if (
+            isinstance(node.op, ast.Sub)
+            and args
+            and isinstance(args[1], ast.Name)
+            and args[1].id == "inf"
+            and ast.dump(args[0]) == ast.dump(node.right)
+        ):
+            return _runtime_call("np_spacing", [node.right])
+        return node
+
+    def visit_Constant(self, node: ast.Constant):
+        if isinstance(node.value, complex):
+            raise NotPersistableError(
+                f"tasklet '{self.tasklet.label}' computes with the complex number {node.value!r}; persistent "
+                "kernels do not support complex numbers. Fix: keep real and imaginary parts in two float values."
+            )
+        return node
+
+
 def tasklet_code(tasklet: dace.nodes.Tasklet, defined: dict[str, dace.typeclass]) -> str:
     """C++ statements for a tasklet's body, its connectors already declared as locals."""
     if tasklet.language == dace.Language.CPP:
@@ -124,5 +194,6 @@ def tasklet_code(tasklet: dace.nodes.Tasklet, defined: dict[str, dace.typeclass]
         raise NotImplementedError(f"tasklet language {tasklet.language}")
     out = StringIO()
     for stmt in tasklet.code.code:
-        cppunparse.CPPUnparser(copy.deepcopy(stmt), 0, _declared(defined), out, defined_symbols=dict(defined))
+        stmt = ast.fix_missing_locations(_TaskletMath(tasklet).visit(copy.deepcopy(stmt)))
+        cppunparse.CPPUnparser(stmt, 0, _declared(defined), out, defined_symbols=dict(defined))
     return out.getvalue().strip()

@@ -249,7 +249,74 @@ def small_integers(a: dace.int16[N], b: dace.uint16[N], out: dace.int64[N]):
     out[:] = np.abs(a) + b // 3 + np.mod(a, 5)
 
 
+@dace.program
+def rint_halves(a: dace.float64[N], b: dace.float64[N], i: dace.int64[N], out: dace.float64[N]):
+    out[:] = np.rint(np.floor(a) + 0.5)  # halves: to even, as NumPy (C's round() goes away from zero)
+
+
+@dace.program
+def spacing(a: dace.float64[N], b: dace.float64[N], i: dace.int64[N], out: dace.float64[N]):
+    out[:] = np.spacing(a)
+
+
+@dace.program
+def logaddexp(a: dace.float64[N], b: dace.float64[N], i: dace.int64[N], out: dace.float64[N]):
+    out[:] = np.logaddexp(a * 200.0, b) + np.logaddexp2(b, a)
+
+
+@dace.program
+def float_power(a: dace.float64[N], b: dace.float64[N], i: dace.int64[N], out: dace.float64[N]):
+    out[:] = np.float_power(np.abs(a), b)
+
+
+@dace.program
+def divmod_(a: dace.float64[N], b: dace.float64[N], i: dace.int64[N], out: dace.float64[N]):
+    q, r = np.divmod(a, b)
+    out[:] = q * 1000.0 + r
+
+
+@dace.program
+def modf_parts(a: dace.float64[N], b: dace.float64[N], i: dace.int64[N], out: dace.float64[N]):
+    f, w = np.modf(a)
+    out[:] = f * 1000.0 + w
+
+
+@dace.program
+def frexp(a: dace.float64[N], b: dace.float64[N], i: dace.int64[N], out: dace.float64[N]):
+    m, e = np.frexp(a)
+    out[:] = m * 1000.0 + e
+
+
+@dace.program
+def gcd_lcm(a: dace.float64[N], b: dace.float64[N], i: dace.int64[N], out: dace.float64[N]):
+    out[:] = np.gcd(i, 6) * 100 + np.lcm(i, 4)
+
+
+@dace.program
+def degrees(a: dace.float64[N], b: dace.float64[N], i: dace.int64[N], out: dace.float64[N]):
+    out[:] = np.degrees(a) + np.radians(b)
+
+
+@dace.program
+def ufuncs(a: dace.float64[N], b: dace.float64[N], i: dace.int64[N], out: dace.float64[N]):
+    q, r = np.divmod(a, b)
+    f, w = np.modf(a)
+    m, e = np.frexp(a)
+    out[:] = np.rint(a) + np.spacing(a) + np.logaddexp(a, b) + np.float_power(np.abs(a), b) + q + r + f + w + m + e
+    out[:] = out + np.gcd(i, 6) + np.lcm(i, 4) + np.degrees(a) + np.radians(b) + np.logaddexp2(a, b)
+
+
 PROGRAMS = [
+    ufuncs,
+    rint_halves,
+    spacing,
+    logaddexp,
+    float_power,
+    divmod_,
+    modf_parts,
+    frexp,
+    gcd_lcm,
+    degrees,
     absf,
     absolute,
     absb,

@@ -6,13 +6,23 @@
 #include <type_traits>
 
 #if defined(CPUFREE_EMULATE)
-// <cmath> declares the floating-point overloads in std only: without these, an unqualified abs(double) is
-// C's int abs(int) and truncates (the device compilers have the overloads in the global namespace).
+// Tasklet code calls these unqualified. <cmath> declares their float and integer overloads in std only, where
+// the device compilers declare them in the global namespace too: without these, an unqualified abs(double) is
+// C's int abs(int) and truncates, sin(float) and nextafter(float, float) run in double precision, and
+// isfinite/signbit do not compile.
 using std::abs;
 using std::isinf;
 using std::isnan;
 using std::max;
 using std::min;
+using std::acos; using std::acosh; using std::asin; using std::asinh; using std::atan; using std::atan2;
+using std::atanh; using std::cbrt; using std::ceil; using std::copysign; using std::cos; using std::cosh;
+using std::erf; using std::erfc; using std::exp; using std::exp2; using std::expm1; using std::fabs;
+using std::fdim; using std::floor; using std::fma; using std::fmax; using std::fmin; using std::fmod;
+using std::frexp; using std::hypot; using std::isfinite; using std::ldexp; using std::lgamma; using std::log;
+using std::log10; using std::log1p; using std::log2; using std::modf; using std::nearbyint; using std::nextafter;
+using std::pow; using std::remainder; using std::rint; using std::round; using std::signbit; using std::sin;
+using std::sinh; using std::sqrt; using std::tan; using std::tanh; using std::tgamma; using std::trunc;
 #endif
 
 // min/max of two different types (an int64 and a literal int, an int and a double): NumPy's promotion,
@@ -127,4 +137,101 @@ __host__ __device__ inline T heaviside(const T &x, const U &h0) {
 template <typename T>
 __host__ __device__ inline T reciprocal(const T &x) {
     return T(1) / x;
+}
+
+// ---- NumPy ufuncs that DaCe's frontend writes as calls of their own ------------------------------------
+// (np.float_power -> np_float_pow, np.divmod -> py_divmod, np.modf -> np_modf, np.frexp -> np_frexp, np.conj ->
+// conj, np.degrees -> rad2deg, np.radians -> deg2rad, np.gcd / np.lcm, and two that codegen/expressions.py
+// renames: np.rint and round() -> py_round, np.spacing -> np_spacing.) NumPy's results, integer inputs
+// computed as double where NumPy's are; global namespace, as the unparser writes them unqualified.
+namespace cpufree {
+template <typename T> using real_of = std::conditional_t<std::is_integral<T>::value, double, T>;
+}  // namespace cpufree
+
+template <typename A, typename B> __host__ __device__ inline double np_float_pow(const A &a, const B &b) {
+    return pow(double(a), double(b));
+}
+// NumPy's divmod: the quotient rounded down, the remainder with the divisor's sign (py_floor, py_mod).
+template <typename A, typename B, typename Q, typename R>
+__host__ __device__ inline void py_divmod(const A &a, const B &b, Q &quotient, R &rest) {
+    quotient = Q(py_floor(a, b));
+    rest = R(py_mod(a, b));
+}
+// np.modf(x) -> (fractional part, integral part), both with x's sign.
+template <typename T, typename F, typename I> __host__ __device__ inline void np_modf(const T &x, F &fractional, I &integral) {
+    cpufree::real_of<T> whole;
+    fractional = F(modf(cpufree::real_of<T>(x), &whole));
+    integral = I(whole);
+}
+// np.frexp(x) -> (mantissa, exponent); the exponent of an infinity or a NaN is 0, as NumPy gives.
+template <typename T, typename M, typename E> __host__ __device__ inline void np_frexp(const T &x, M &mantissa, E &exponent) {
+    const cpufree::real_of<T> v(x);
+    int e = 0;
+    mantissa = M(frexp(v, &e));
+    exponent = E(v - v == 0 ? e : 0);  // v - v is 0 exactly when v is finite
+}
+// np.spacing(x): the distance to the next value away from zero (negative below zero, NaN for infinities).
+template <typename T> __host__ __device__ inline cpufree::real_of<T> np_spacing(const T &x) {
+    using R = cpufree::real_of<T>;
+    const R v(x);
+    return (v < R(0) ? nextafter(v, R(-INFINITY)) : nextafter(v, R(INFINITY))) - v;
+}
+// Python's round(x) and np.rint(x): halves to even (C's round() takes them away from zero).
+template <typename T> __host__ __device__ inline T py_round(const T &x) {
+    if constexpr (std::is_integral<T>::value) return x;
+    else return rint(x);
+}
+// The complex conjugate of a real number is the number (complex data is refused before code generation).
+template <typename T, typename = std::enable_if_t<std::is_arithmetic<T>::value>>
+__host__ __device__ inline T conj(const T &x) {
+    return x;
+}
+template <typename T> __host__ __device__ inline cpufree::real_of<T> rad2deg(const T &x) {
+    using R = cpufree::real_of<T>;
+    return R(x) * (R(180) / R(3.14159265358979323846));
+}
+template <typename T> __host__ __device__ inline cpufree::real_of<T> deg2rad(const T &x) {
+    using R = cpufree::real_of<T>;
+    return R(x) * (R(3.14159265358979323846) / R(180));
+}
+// np.gcd / np.lcm of integers: non-negative, gcd(0, 0) == 0 and lcm(0, x) == 0.
+template <typename A, typename B> __host__ __device__ inline auto gcd(const A &a, const B &b) -> decltype(a + b) {
+    using T = decltype(a + b);
+    T x = T(a), y = T(b);
+    if constexpr (std::is_signed<T>::value) {
+        x = x < 0 ? -x : x;
+        y = y < 0 ? -y : y;
+    }
+    while (y != 0) {
+        const T r = x % y;
+        x = y;
+        y = r;
+    }
+    return x;
+}
+template <typename A, typename B> __host__ __device__ inline auto lcm(const A &a, const B &b) -> decltype(a + b) {
+    using T = decltype(a + b);
+    const T g = gcd(a, b);
+    if (g == 0) return T(0);
+    const T m = T(a) / g * T(b);
+    if constexpr (std::is_signed<T>::value) return m < 0 ? -m : m;
+    else return m;
+}
+// np.logaddexp(x, y) = log(exp(x) + exp(y)) and np.logaddexp2, as NumPy computes them: no overflow of exp.
+template <typename A, typename B> __host__ __device__ inline auto np_logaddexp(const A &a, const B &b) {
+    using R = cpufree::real_of<decltype(a + b)>;
+    const R x(a), y(b), d = x - y;
+    if (x == y) return x + R(0.693147180559945309417232121458176568);  // also equal infinities
+    if (d > 0) return x + log1p(exp(-d));
+    if (d <= 0) return y + log1p(exp(d));
+    return d;  // NaN
+}
+template <typename A, typename B> __host__ __device__ inline auto np_logaddexp2(const A &a, const B &b) {
+    using R = cpufree::real_of<decltype(a + b)>;
+    const R x(a), y(b), d = x - y;
+    const R log2e(1.442695040888963407359924681001892137);
+    if (x == y) return x + R(1);
+    if (d > 0) return x + log2e * log1p(exp2(-d));
+    if (d <= 0) return y + log2e * log1p(exp2(d));
+    return d;
 }

@@ -52,6 +52,17 @@ using uint8 = unsigned char;
 using bool_ = bool;
 namespace math {
 using ::exp; using ::log; using ::sqrt; using ::pow; using ::sin; using ::cos; using ::tanh; using ::fabs;
+// `x ** 3` with a literal integer exponent (the unparser writes `reciprocal(ipow(x, 3))` for `x ** -3`): by
+// squaring, in x's type, so an integer power of an integer stays exact as in Python.
+template <typename T> __host__ __device__ inline T ipow(T base, unsigned int exponent) {
+    T result = T(1);
+    while (exponent) {
+        if (exponent & 1u) result *= base;
+        exponent >>= 1;
+        if (exponent) base *= base;  // not past the last bit: a signed square there could overflow
+    }
+    return result;
+}
 }  // namespace math
 }  // namespace dace
 
@@ -359,3 +370,4 @@ using cpufree::max_;
 using cpufree::min_;
 
 #include "math.cuh"
+

@@ -87,3 +87,18 @@ def test_the_checker_sees_a_forbidden_import(tmp_path):
     )
     names = _imports(bad, "dace_cpufree.codegen")
     assert "dace_cpufree.transformations.schedule_threads" in names and "dace_cpufree.frontend" in names
+
+
+def test_every_package_folder_is_installed():
+    """A folder with an ``__init__.py`` that pyproject does not list is missing from a wheel (and from the GPU
+    host's install) while the source-tree tests still pass."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed, mapped = set(config["packages"]), config["package-dir"]
+    folders = {folder: package for package, folder in mapped.items()}
+    for top in ("dace_cpufree", "transformations", "codegen", "frontend", "npbench_runs", "npbench_plugin"):
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT).parts
+            package = ".".join((folders.get(rel[0], rel[0]),) + rel[1:])
+            assert package in listed, f"{init.parent.relative_to(ROOT)} ({package}) is not in pyproject's packages"

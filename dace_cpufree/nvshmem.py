@@ -2,11 +2,13 @@
 
 >>> from dace_cpufree import nvshmem
 >>> @dace.program
-... def step(A: dace.float64[N, M], flags: dace.uint64[2], T: dace.int64):
+... def step(A: dace.float64[N, M], flags: dace.uint64[2], red: dace.float64[1], T: dace.int64):
 ...     me, npes = nvshmem.my_pe(), nvshmem.n_pes()
 ...     for t in range(1, T + 1):
 ...         nvshmem.Putmem(A[0, :], A[N - 2, :], (me + 1) % npes, flags[0], t)
 ...         nvshmem.SignalWait(flags[0], t)
+...         red[0] = np.sum(A[1:-1, :] * A[1:-1, :])
+...         nvshmem.Allreduce(red, "sum")  # every PE: the global sum
 
 The same program builds for NVSHMEM (``backend="cuda"``) and ROC_SHMEM (``backend="hip"``). Arrays
 that a call touches are placed on the symmetric heap by the compiler. These functions only have a
@@ -37,6 +39,19 @@ def SignalWait(flag, signal):  # noqa: N802 - the paper's name
     _outside("SignalWait")
 
 
+def Allreduce(buffer, op, nonblocking=False):  # noqa: N802 - DaCe's name (dace.comm.Allreduce)
+    """Reduces ``buffer`` (a contiguous 1-D array of a few elements) in place over all PEs: afterwards every PE
+    holds the same ``op`` (``'sum'``, ``'max'``, ``'min'``, ``'prod'``; DaCe's ``'MPI_SUM'`` ... too) of every
+    PE's values. With ``nonblocking=True`` the reduction only starts: the program goes on (the buffer must not
+    be used) until :func:`AllreduceWait` of the same buffer, which leaves the result in it."""
+    _outside("Allreduce")
+
+
+def AllreduceWait(buffer):  # noqa: N802 - the API's style
+    """Completes the non-blocking :func:`Allreduce` of ``buffer``: afterwards it holds the result."""
+    _outside("AllreduceWait")
+
+
 def my_pe():
     """This process's PE number (0 ... n_pes() - 1)."""
     _outside("my_pe")
@@ -47,4 +62,4 @@ def n_pes():
     _outside("n_pes")
 
 
-__all__ = ["Putmem", "SignalWait", "my_pe", "n_pes"]
+__all__ = ["Putmem", "SignalWait", "Allreduce", "AllreduceWait", "my_pe", "n_pes"]

@@ -1,9 +1,10 @@
-"""The SHMEM library of dace-cpufree: ``Putmem``/``SignalWait`` library nodes with NVSHMEM and ROC_SHMEM
-expansions, and the Python calls (:mod:`dace_cpufree.nvshmem`) that create them in a ``@dace.program``."""
+"""The SHMEM library of dace-cpufree: ``Putmem``/``SignalWait``/``Allreduce`` library nodes with NVSHMEM and
+ROC_SHMEM expansions, and the Python calls (:mod:`dace_cpufree.nvshmem`) that create them in a ``@dace.program``."""
 
 from dace.library import register_library
 
 from . import calls  # noqa: F401  (registers the Python calls with DaCe's frontend)
+from .allreduce import Allreduce, ExpandAllreduceNVSHMEM, ExpandAllreduceNVSHMEMP2P, ExpandAllreduceROCSHMEM
 from .environments import NVSHMEM, ROCSHMEM
 from .pe import N_PES_SYMBOL, PE_SYMBOL, PE_SYMBOLS
 from .putmem import ExpandPutmemNVSHMEM, ExpandPutmemROCSHMEM, Putmem
@@ -12,6 +13,10 @@ from .signal_wait import ExpandSignalWaitNVSHMEM, ExpandSignalWaitROCSHMEM, Sign
 register_library(__name__, "cpufree_shmem")
 
 __all__ = [
+    "Allreduce",
+    "ExpandAllreduceNVSHMEM",
+    "ExpandAllreduceNVSHMEMP2P",
+    "ExpandAllreduceROCSHMEM",
     "NVSHMEM",
     "ROCSHMEM",
     "N_PES_SYMBOL",

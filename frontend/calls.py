@@ -14,6 +14,7 @@ from dace.memlet import Memlet
 
 from dace_cpufree.errors import CommunicationError
 
+from .allreduce import Allreduce, check_buffer, op_name
 from .arguments import Region, check_flag, check_transfer, resolve_region, resolve_value
 from .pe import N_PES_SYMBOL, PE_SYMBOL, pe_symbol
 from .putmem import Putmem
@@ -136,6 +137,58 @@ def signal_wait(pv, sdfg: dace.SDFG, state: dace.SDFGState, flag, signal):
     return []
 
 
+def _pending_start(sdfg: dace.SDFG, data: str):
+    """The non-blocking ``Allreduce`` of ``data`` that no ``AllreduceWait`` has completed yet, if any."""
+    for node, state in sdfg.all_nodes_recursive():
+        if isinstance(node, Allreduce) and node.phase == "start" and not node.waited:
+            if _flag_region(state, node, "_in", False).data == data:
+                return node
+    return None
+
+
+def _in_place(state, region: Region, node) -> None:
+    _read(state, region, node, "_in")
+    _write(state, region, node, "_out")
+
+
+@oprepo.replaces(f"{MODULE}.Allreduce")
+def allreduce(pv, sdfg: dace.SDFG, state: dace.SDFGState, buffer, op, nonblocking=False):
+    call = f"Allreduce (line {state.label.rsplit('_', 1)[-1]})"
+    region = resolve_region(pv, sdfg, buffer, call, "buffer")
+    check_buffer(sdfg, region, call)
+    name = op_name(op, call)
+    if not isinstance(nonblocking, bool):
+        raise CommunicationError(f"{call}: 'nonblocking' must be True or False (a constant), got {nonblocking!r}.")
+    if _pending_start(sdfg, region.data) is not None:
+        raise CommunicationError(
+            f"{call}: a non-blocking Allreduce of '{region.data}' is still in flight. "
+            f"Fix: call nvshmem.AllreduceWait({region.data}) before reducing it again."
+        )
+    node = Allreduce(
+        "allreduce_start" if nonblocking else "allreduce", op=name, phase="start" if nonblocking else "all"
+    )
+    state.add_node(node)
+    _in_place(state, region, node)
+    return []
+
+
+@oprepo.replaces(f"{MODULE}.AllreduceWait")
+def allreduce_wait(pv, sdfg: dace.SDFG, state: dace.SDFGState, buffer):
+    call = f"AllreduceWait (line {state.label.rsplit('_', 1)[-1]})"
+    region = resolve_region(pv, sdfg, buffer, call, "buffer")
+    start = _pending_start(sdfg, region.data)
+    if start is None:
+        raise CommunicationError(
+            f"{call}: no non-blocking Allreduce of '{region.data}' to wait for. "
+            f"Fix: start one first with nvshmem.Allreduce({region.data}, op, nonblocking=True)."
+        )
+    start.waited = True
+    node = Allreduce("allreduce_wait", op=start.op, phase="wait")
+    state.add_node(node)
+    _in_place(state, region, node)
+    return []
+
+
 @oprepo.replaces(f"{MODULE}.my_pe")
 def my_pe(pv, sdfg: dace.SDFG, state: dace.SDFGState):
     return pe_symbol(sdfg, PE_SYMBOL)
@@ -146,4 +199,4 @@ def n_pes(pv, sdfg: dace.SDFG, state: dace.SDFGState):
     return pe_symbol(sdfg, N_PES_SYMBOL)
 
 
-__all__ = ["putmem", "signal_wait", "my_pe", "n_pes"]
+__all__ = ["putmem", "signal_wait", "allreduce", "allreduce_wait", "my_pe", "n_pes"]

@@ -19,6 +19,10 @@ Runs before :class:`FusePersistentKernel`, on the program's ``Putmem``/``SignalW
 6. expansion to the backend's SHMEM calls (``NVSHMEM`` for CUDA, or ``NVSHMEM_P2P``, its direct-store form for
    one node: see :func:`~dace_cpufree.frontend.shmem_api.implementation`; ``ROCSHMEM`` for HIP).
 
+``Allreduce`` nodes are placed on block 0 (where the program's scalar work runs); those in the gather form get
+their symmetric slots, flags and round counter (:func:`add_gather_buffers`). With ``backend="emulate"`` the
+program is specialised for one PE instead (:func:`specialize_for_one_pe`): reductions are the identity there.
+
 The flag-to-region mapping (which regions a wait makes complete) is built by the frontend as the
 waits' ``_guard`` edges; see :mod:`dace_cpufree.frontend.signal_wait`.
 """
@@ -34,17 +38,20 @@ from dace.properties import Property, make_properties
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation import pass_pipeline as ppl
-from dace_cpufree.frontend import Putmem, SignalWait
+from dace_cpufree.frontend import Allreduce, Putmem, SignalWait
 from dace_cpufree.frontend.putmem import location, put_layout
 from dace_cpufree.frontend.shmem_api import APIS, implementation
 
-from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.errors import CommunicationError, NotPersistableError
+from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL, PE_SYMBOLS, SYMMETRIC_STORAGE
 
 from .early_puts import SplitForEarlyPuts, fuse_maps
 from .program_order import linear_states, nodes_after
 from .symmetric import PlaceOnSymmetricHeap
 
 _COMM = (Putmem, SignalWait)
+#: Every library node that communicates (puts and waits, and the collective ``Allreduce``).
+_SHMEM = (Putmem, SignalWait, Allreduce)
 
 
 def _src(state, put: Putmem):
@@ -58,14 +65,14 @@ def _dest(state, put: Putmem):
 def check_placement(sdfg: dace.SDFG) -> None:
     """Communication runs at the top level of the program, never per element inside a map."""
     for node, state in sdfg.all_nodes_recursive():
-        if not isinstance(node, _COMM):
+        if not isinstance(node, _SHMEM):
             continue
         scope, graph = state.entry_node(node), state
         while scope is None and graph.sdfg.parent_nsdfg_node is not None:
             outer = graph.sdfg.parent
             scope, graph = outer.entry_node(graph.sdfg.parent_nsdfg_node), outer
         if scope is not None:
-            what = "SignalWait" if isinstance(node, SignalWait) else "Putmem"
+            what = type(node).__name__
             raise NotPersistableError(
                 f"{what} '{node.label}' is inside map '{scope.map.label}': it would run once per element, and a "
                 "wait must be reached by one thread of a persistent kernel, outside any parallel loop. "
@@ -263,6 +270,87 @@ def add_quiet(sdfg: dace.SDFG, put: Putmem, put_state, quiet_state, impl: str) -
     return tasklet
 
 
+def _add_symmetric(sdfg: dace.SDFG, name: str, shape: list, dtype) -> str:
+    return sdfg.add_array(name, shape, dtype, storage=SYMMETRIC_STORAGE, transient=True, find_new_name=True)[0]
+
+
+def add_gather_buffers(sdfg: dace.SDFG) -> int:
+    """The symmetric containers of the gather form of ``Allreduce`` (non-blocking halves, and every reduction
+    with direct stores): per reduced container, ``[2, n_pes, n]`` slots, ``[2, n_pes]`` flags and a round counter
+    (transients: zeroed before each launch). A ``start`` writes them (the flags of the other PEs: remote), a
+    ``wait`` reads them; a blocking reduction does both. Returns the number of nodes connected."""
+    made, count = {}, 0
+    for node, state in [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, Allreduce) and n.gather]:
+        if node.phase == "start" and not node.waited:
+            raise CommunicationError(
+                f"Allreduce '{node.label}' (nonblocking=True) is never completed. "
+                "Fix: call nvshmem.AllreduceWait(buffer) before the buffer is used."
+            )
+        inner = state.sdfg
+        buf = next(iter(state.in_edges_by_connector(node, "_in"))).data
+        key = (id(inner), buf.data)
+        if key not in made:
+            for sym in PE_SYMBOLS:
+                if sym not in inner.symbols:
+                    inner.add_symbol(sym, dace.int32)
+            npes, dtype = dace.symbolic.symbol(N_PES_SYMBOL, dace.int32), inner.arrays[buf.data].dtype
+            made[key] = {
+                "_slots": _add_symmetric(
+                    inner, f"__cpufree_{buf.data}_slots", [2, npes, buf.subset.num_elements()], dtype
+                ),
+                "_flags": _add_symmetric(inner, f"__cpufree_{buf.data}_flags", [2, npes], dace.uint64),
+                "_round": _add_symmetric(inner, f"__cpufree_{buf.data}_round", [1], dace.uint64),
+            }
+        for conn, name in made[key].items():
+            out = node.phase != "wait"
+            if out:
+                node.add_out_connector(conn)
+                state.add_edge(node, conn, state.add_write(name), None, _whole(inner, name))
+            else:
+                node.add_in_connector(conn)
+                state.add_edge(state.add_read(name), None, node, conn, _whole(inner, name))
+        count += 1
+    return count
+
+
+def _drop_identity(state, node: Allreduce) -> None:
+    """Removes a reduction that is the identity, keeping what the state reads from its result."""
+    read = next(iter(state.in_edges_by_connector(node, "_in"))).src
+    write = next(iter(state.out_edges_by_connector(node, "_out"))).dst
+    state.remove_node(node)
+    for e in list(state.out_edges(write)):
+        state.add_edge(read, None, e.dst, e.dst_conn, e.data)
+    for e in list(state.in_edges(write)):
+        state.add_edge(e.src, e.src_conn, read, None, e.data)
+    state.remove_node(write)
+    if state.degree(read) == 0:
+        state.remove_node(read)
+
+
+def specialize_for_one_pe(sdfg: dace.SDFG) -> None:
+    """The program as it runs on one PE (the host emulation): ``my_pe() = 0``, ``n_pes() = 1``, every
+    ``Allreduce`` the identity; branches that only other PEs take are removed. Puts and waits that remain
+    (a put to itself) cannot be emulated and are an error."""
+    for node, state in [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, Allreduce)]:
+        _drop_identity(state, node)
+    sdfg.replace_dict({PE_SYMBOL: "0", N_PES_SYMBOL: "1"})
+    for sub in sdfg.all_sdfgs_recursive():
+        for sym in PE_SYMBOLS:
+            if sym in sub.symbols:
+                sub.remove_symbol(sym)
+        if sub.parent_nsdfg_node is not None:
+            for sym in PE_SYMBOLS:
+                sub.parent_nsdfg_node.symbol_mapping.pop(sym, None)
+    sdfg.simplify()
+    left = sorted({type(n).__name__ for n, _ in sdfg.all_nodes_recursive() if isinstance(n, _COMM)})
+    if left:
+        raise CommunicationError(
+            f"'{sdfg.name}' still calls {' and '.join(left)} with one PE (a put to itself, or a wait outside a "
+            "branch on my_pe()/n_pes()), which the host emulation cannot run. Fix: guard them with the PE "
+            "numbers (if me > 0: ...), or run the program on GPUs (backend='cuda')."
+        )
+
+
 @make_properties
 class PrepareCommunication(ppl.Pass):
     """Places ``Putmem``/``SignalWait`` nodes in the persistent kernel and expands them (see module doc).
@@ -273,7 +361,12 @@ class PrepareCommunication(ppl.Pass):
 
     CATEGORY = "dace-cpufree"
 
-    backend = Property(dtype=str, default="cuda", desc="cuda (NVSHMEM) or hip (ROC_SHMEM)", category="General")
+    backend = Property(
+        dtype=str,
+        default="cuda",
+        desc="cuda (NVSHMEM), hip (ROC_SHMEM) or emulate (one PE: the program specialised, nothing expanded)",
+        category="General",
+    )
     transport = Property(
         dtype=str,
         default="p2p",
@@ -303,16 +396,23 @@ class PrepareCommunication(ppl.Pass):
         return False
 
     def apply_pass(self, sdfg: dace.SDFG, _: dict[str, Any]) -> int | None:
-        found = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, _COMM)]
+        found = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, _SHMEM)]
         if not found:
             return None
         check_placement(sdfg)
+        if self.backend == "emulate":
+            specialize_for_one_pe(sdfg)
+            return len(found)
         if self.early_puts:
             fuse_maps(sdfg)  # a stencil is one map
             split = SplitForEarlyPuts()
             split.fuse_first = False
             split.apply_pass(sdfg, {})
-        found = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, _COMM)]
+        found = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, _SHMEM)]
+        for node, _ in found:
+            if isinstance(node, Allreduce):
+                node.gather = node.phase != "all" or APIS[self._implementation].direct
+        add_gather_buffers(sdfg)
         PlaceOnSymmetricHeap().apply_pass(sdfg, {})
         assign_blocks(sdfg)
         mark_hidden(sdfg)

@@ -15,20 +15,23 @@ import dace
 from dace import data as dt
 from dace import dtypes
 from dace.transformation import pass_pipeline as ppl
-from dace_cpufree.frontend import Putmem, SignalWait
+from dace_cpufree.frontend import Allreduce, Putmem, SignalWait
 
 from dace_cpufree.errors import CommunicationError
 from dace_cpufree.vocabulary import SYMMETRIC_STORAGE, is_symmetric  # noqa: F401  (is_symmetric: re-exported)
 
 #: Storage types a user may have chosen that are compatible with the symmetric heap.
 _MOVABLE = (dtypes.StorageType.Default, dtypes.StorageType.GPU_Global, SYMMETRIC_STORAGE)
+#: The library nodes whose containers other PEs address.
+_COMM = (Putmem, SignalWait, Allreduce)
 
 
 def communicated_containers(sdfg: dace.SDFG) -> set[str]:
-    """Containers that a ``Putmem`` or ``SignalWait`` reads or writes (data, flags)."""
+    """Containers that a ``Putmem``, ``SignalWait`` or ``Allreduce`` reads or writes (data, flags, the reduced
+    buffer and its slots: the library's reductions need a symmetric buffer, the gather form symmetric slots)."""
     names = set()
     for node, state in sdfg.all_nodes_recursive():
-        if isinstance(node, (Putmem, SignalWait)):
+        if isinstance(node, _COMM):
             names |= {e.data.data for e in state.all_edges(node) if not e.data.is_empty()}
     return names
 
@@ -36,7 +39,7 @@ def communicated_containers(sdfg: dace.SDFG) -> set[str]:
 class PlaceOnSymmetricHeap(ppl.Pass):
     """Marks every array that communication touches as ``CPUFree_Symmetric`` storage.
 
-    Pattern: ``Putmem``/``SignalWait`` nodes. Precondition: the touched containers are arrays (not
+    Pattern: ``Putmem``/``SignalWait``/``Allreduce`` nodes. Precondition: the touched containers are arrays (not
     scalars, which are passed by value) in default or GPU global storage. Effect: their storage
     becomes ``CPUFree_Symmetric``. Scalars read as values (a PE number, a signal) are left alone.
     """
@@ -72,7 +75,7 @@ def _value_inputs(sdfg: dace.SDFG) -> set[str]:
     """Containers read by value (``_pe``, ``_signal``): they need no remote address."""
     names = set()
     for node, state in sdfg.all_nodes_recursive():
-        if isinstance(node, (Putmem, SignalWait)):
+        if isinstance(node, _COMM):
             for e in state.in_edges(node):
                 if e.dst_conn in ("_pe", "_signal"):
                     names.add(e.data.data)

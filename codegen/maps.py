@@ -82,6 +82,12 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     row = None
     if scheduled is not None:
         code, work, strategy, row = scheduled
+    elif not reducible and _grid_sums(state, entry, outputs):
+        # element-wise outputs and sums over the whole map (a dot product computed beside an update, as in CG):
+        # the sums in registers, one warp-combined atomic per warp at the end instead of one per element
+        code = grid_reduction(ctx, state, entry, _grid_sums(state, entry, outputs), local, params)
+        work = _work(ctx, ranges)
+        strategy = f"grid-stride loop, a thread per element of {dims(params)}, sums in registers, one atomic per warp"
     elif not reducible:
         body = local + ScopeWriter(ctx, state, params).scope(entry)
         code = grid_stride(params, ranges, body)
@@ -109,6 +115,20 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
         row = _row_forms(ctx, state, entry, local)
     item.row = _row_candidate(ctx, state, entry, row)
     return item
+
+
+def _grid_sums(state: SDFGState, entry, outputs) -> list:
+    """The WCR outputs of a map's own tasklets whose location depends on no map parameter (sums over the map)."""
+    params = set(entry.map.params)
+    return [
+        e
+        for e in outputs
+        if e.data.wcr is not None
+        and not e.data.dynamic  # written for every element: the register's first value is a contribution
+        and isinstance(e.src, nodes.Tasklet)
+        and state.scope_dict()[e.src] is entry
+        and not {str(s) for s in e.data.subset.free_symbols} & params
+    ]
 
 
 def _written(ctx: KernelContext, entry, outputs) -> list:

@@ -68,8 +68,9 @@ def contiguous_in_reduced(ctx, state, entry, par, red) -> bool:
     return found
 
 
-def grid_reduction(ctx, state, entry, outputs, local) -> list[str]:
-    """Outputs that depend on no map parameter: split the space over the grid, combine atomically."""
+def grid_reduction(ctx, state, entry, outputs, local, owned=()) -> list[str]:
+    """Outputs that depend on no map parameter: split the space over the grid, combine atomically. The map's
+    other outputs (locations that the parameters ``owned`` determine) are written as usual."""
     params, ranges = list(entry.map.params), list(entry.map.range)
     sinks, decl, flush = {}, ["bool __has = false;"], []
     for e in outputs:
@@ -81,5 +82,5 @@ def grid_reduction(ctx, state, entry, outputs, local) -> list[str]:
         sinks[(e.src, e.src_conn)] = (var, op, "__has")
         decl.append(f"{ctype} {var}{{}};")
         flush.append(f"cpufree::warp_atomic_combine<{op}>(&{target}, {var}, __has);")
-    body = local + ScopeWriter(ctx, state, [], sinks).scope(entry) + ["__has = true;"]
+    body = local + ScopeWriter(ctx, state, list(owned), sinks).scope(entry) + ["__has = true;"]
     return grid_stride(params, ranges, body, prologue=decl, epilogue=flush)

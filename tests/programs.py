@@ -29,3 +29,15 @@ def time_loop(A: dace.float64[N], B: dace.float64[N], T: dace.int64):
 @dace.program
 def scalar_sum(A: dace.float64[N], out: dace.float64[1]):
     out[0] = np.sum(A)
+
+
+@dace.program
+def update_and_dot(x: dace.float64[N], y: dace.float64[N], out: dace.float64[1]):
+    # an explicit tasklet: its connectors are declared with << and >> (names ruff cannot see)
+    for i in dace.map[0:N]:
+        with dace.tasklet:
+            a << x[i]  # noqa: F821
+            b >> y[i]  # noqa: F821
+            s >> out(1, lambda u, v: u + v)[0]  # noqa: F821
+            b = 2.0 * a  # noqa: F821, F841
+            s = a * a  # noqa: F821, F841

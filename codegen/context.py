@@ -33,6 +33,17 @@ class KernelArg:
             return f"{self.ctype} *{'' if self.written else ' __restrict__'} {self.name}"
         return f"{self.ctype} {self.name}"
 
+    def kernel_decl(self, race_check: bool) -> str:
+        """The declaration in the kernel: with ``race_check``, arrays record their accesses (racecheck.h)."""
+        if race_check and self.kind in ("array", "workspace"):
+            return f"{pointer_type(self.ctype, True)}{self.name}"
+        return self.decl
+
+
+def pointer_type(ctype: str, race_check: bool) -> str:
+    """C++ type of a pointer into a kernel array, followed by a space or ``*`` (the name comes next)."""
+    return f"cpufree::race::ptr<{ctype}> " if race_check else f"{ctype} *"
+
 
 @dataclass
 class KernelContext:
@@ -49,6 +60,7 @@ class KernelContext:
     local: set[str] = field(default_factory=set)
     counter: int = 0
     views: dict = field(default_factory=dict)  # view -> (viewed container, element offset as C++)
+    race_check: bool = False  # arrays are the race checker's recording pointers (emulation only)
 
     def __post_init__(self):
         self._classify()
@@ -77,7 +89,8 @@ class KernelContext:
         lines = []
         for v in order:
             target, offset = self.views[v]
-            lines.append(f"{self.sdfg.arrays[v].dtype.ctype} *{v} = {target} + ({offset});")
+            ptype = pointer_type(self.sdfg.arrays[v].dtype.ctype, self.race_check)
+            lines.append(f"{ptype}{v} = {target} + ({offset});")
         return lines
 
     def fresh(self, prefix: str) -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import dace
 
 from dace_cpufree.errors import CpufreeError
 
+from . import channel as chan
 from . import ir
 from .captures import apart, pass_pointers
 from .context import KernelContext, symbol_ctype
@@ -53,6 +55,7 @@ class KernelSource:
     # registers per thread, so 512-thread blocks. The build reads it for the register cap, the runtime for the
     # reachability check of every peer.
     direct_stores: bool = False
+    channel: chan.ChannelFacts | None = None  # the device <-> host channel (progress, cancel, notify), if built
 
 
 STEP_TIMES_HOST = """
@@ -95,11 +98,19 @@ class Printer:
     cost more than they save (NPBench S on an H200, inlined vs apart: vadv 0.40 vs 0.66 ms, fdtd_2d 0.19 vs
     0.24, cg_residual 64 vs 77)."""
 
-    def __init__(self, steps_apart: bool = False, timed: bool = False):
+    def __init__(
+        self,
+        steps_apart: bool = False,
+        timed: bool = False,
+        race_check: bool = False,
+        channel: chan.ChannelFacts | None = None,
+    ):
         self.labels = 0
         self.loops = 0  # loops around the node being printed
         self.steps_apart = steps_apart
         self.timed = timed
+        self.race_check = race_check
+        self.channel = channel  # grid syncs become cancel points (cpufree/channel.cuh)
         #: with ``timed``, the name of each segment a mark closes (segment 0: the control flow between steps)
         self.segments = ["between steps"] if timed else []
 
@@ -116,7 +127,8 @@ class Printer:
     def _synced(self, grid: bool, label: str) -> list[str]:
         """A grid sync (``grid``) or block barrier before ``label``, timed on its own when ``timed``."""
         sync, kind = ("__grid.sync();", "grid sync") if grid else ("__syncthreads();", "block barrier")
-        return self._between() + [sync] + self._mark(f"{kind} before {label}")
+        before, after = chan.sync_lines(self.channel, label) if grid else ([], [])
+        return self._between() + before + [sync] + after + self._mark(f"{kind} before {label}")
 
     def node(self, node, depth: int) -> list[str]:
         if isinstance(node, ir.Item):
@@ -141,6 +153,9 @@ class Printer:
         else:
             lines = self._between() if item.executor != ir.Executor.EVERY else []
         code = _apart(item) if self.steps_apart and self.loops else item.code
+        if self.race_check:  # the step that the race checker's report names
+            where = f"{item.label} ({item.source})" if item.source else item.label
+            code = [f"cpufree::race::at({json.dumps(where)});"] + code
         if item.executor == ir.Executor.EVERY:
             return _pad(lines + code, depth)  # per-thread scalar code: timed with the control flow
         return _pad(lines + [f"// {item.label}"] + code + self._mark(item.label), depth)
@@ -219,16 +234,32 @@ class Printer:
         return out + _pad([f"{end}:;"], depth)
 
 
-def generate(sdfg: dace.SDFG, dialect: Dialect, direct_stores: bool = False, step_times: bool = False) -> KernelSource:
+def generate(
+    sdfg: dace.SDFG,
+    dialect: Dialect,
+    direct_stores: bool = False,
+    step_times: bool = False,
+    race_check: bool = False,
+    channel: chan.ChannelSpec | None = None,
+) -> KernelSource:
     """Generates kernel and launcher for an SDFG prepared by :func:`dace_cpufree.persistent_sdfg`.
 
     :param direct_stores: the program's communication was expanded to direct stores (``shmem_transport="p2p"``).
     :param step_times: thread 0 of every block reads its clock at each grid sync, block barrier and step and sums
                        the cycles per segment in shared memory (``cpufree::StepTimes``);
                        :meth:`~dace_cpufree.runtime.PersistentProgram.step_times` reads them after a run.
+    :param race_check: code for the emulation's race checker (``cpufree/racecheck.h``): the kernel's arrays record
+                       every element access, each step names itself (label and program line) for the report.
+    :param channel: build the device <-> host channel (:mod:`.channel`): cancel points at loop heads and grid
+                    syncs, progress and notifications; ``None``: none of it is printed.
     """
-    ctx = KernelContext(sdfg)
-    root = lower_sdfg(ctx)
+    if channel is not None and dialect.name != "cuda":
+        raise CpufreeError(f"the device <-> host channel has no {dialect.name} version yet. Fix: build for CUDA.")
+    if race_check and (step_times or dialect.name != "cuda"):
+        raise CpufreeError("race checking runs the CUDA text in the host emulation, without step timing.")
+    ctx = KernelContext(sdfg, race_check=race_check)
+    facts = chan.facts(channel) if channel is not None else None
+    root = lower_sdfg(ctx, channel, facts)
     fuse_rows(root)
     place_grid_syncs(root)
     kernel = f"cpufree_{sdfg.name}_kernel"
@@ -246,9 +277,14 @@ def generate(sdfg: dace.SDFG, dialect: Dialect, direct_stores: bool = False, ste
             f"step timing (DACE_CPUFREE_STEP_TIMES=1) reads CUDA's %globaltimer and has no {dialect.name} version. "
             f"Fix: unset DACE_CPUFREE_STEP_TIMES for {dialect.name} builds."
         )
-    printer = Printer(communicates, timed)
+    printer = Printer(communicates, timed, race_check, facts)
     body = printer.node(root, 1)
-    body = pass_pointers(body, {a.name: a.decl for a in args if a.kind in ("array", "workspace")})
+    pointers = [a for a in args if a.kind in ("array", "workspace")]
+    body = pass_pointers(body, {a.name: a.kernel_decl(race_check) for a in pointers})
+    if race_check:
+        body = [f'    cpufree::race::name({a.name}, "{a.name}");' for a in pointers] + body
+    if facts is not None:
+        body = ["    CPUFREE_CHANNEL_BEGIN()"] + body
     nseg = len(printer.segments)
     if timed:
         body = [
@@ -256,13 +292,12 @@ def generate(sdfg: dace.SDFG, dialect: Dialect, direct_stores: bool = False, ste
             f"    cpufree::StepTimes<{nseg}> __cpufree_times(__cpufree_seg, cpufree_step_times);",
         ] + body
     code = KERNEL_TEMPLATE.format(
-        globals=f"__device__ unsigned long long cpufree_step_times[CPUFREE_TIMES_BLOCKS][{nseg} + 2];\n\n"
-        if timed
-        else "",
+        globals=(chan.prelude(facts) if facts is not None else "")
+        + (f"__device__ unsigned long long cpufree_step_times[CPUFREE_TIMES_BLOCKS][{nseg} + 2];\n\n" if timed else ""),
         sdfg=sdfg.name,
         bounds="CPUFREE_FULL_BLOCKS " if direct_stores else "",
         kernel=kernel,
-        params=",\n    ".join(a.decl for a in args),
+        params=",\n    ".join(a.kernel_decl(race_check) for a in args),
         symbols="\n".join(symbols),
         body="\n".join(body),
     )
@@ -281,6 +316,8 @@ def generate(sdfg: dace.SDFG, dialect: Dialect, direct_stores: bool = False, ste
     )
     if timed:
         code += STEP_TIMES_HOST.format(n=nseg)
+    if facts is not None:
+        code += chan.host_code(facts)
     code = dialect.translate(code)
     work = [i for i in items if i.executor != ir.Executor.EVERY]
     steps = [
@@ -294,5 +331,15 @@ def generate(sdfg: dace.SDFG, dialect: Dialect, direct_stores: bool = False, ste
     labels = printer.segments if timed else None
     sources = {i.label: i.source for i in work if i.source}
     return KernelSource(
-        code, kernel, args, code.count("__grid.sync();"), len(work), dialect, steps, labels, sources, direct_stores
+        code,
+        kernel,
+        args,
+        code.count("__grid.sync();"),
+        len(work),
+        dialect,
+        steps,
+        labels,
+        sources,
+        direct_stores,
+        facts,
     )

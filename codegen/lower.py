@@ -19,13 +19,15 @@ from dace.sdfg.state import (
     ReturnBlock,
     SDFGState,
 )
+from dace.transformation.passes.analysis import loop_analysis
 
 from dace_cpufree.errors import NotPersistableError
 
+from . import channel as chan
 from . import ir
 from .context import KernelContext
 from .dataflow import state_items
-from .expressions import interstate_code
+from .expressions import cexpr, interstate_code
 
 
 def _data_names(ctx: KernelContext, code: str) -> frozenset[str]:
@@ -60,16 +62,28 @@ def _condition(ctx: KernelContext, edge) -> ir.Item | None:
     return control_item(ctx, f"condition {edge.src.label}->{edge.dst.label}", edge.data.condition.as_string, False)
 
 
-def lower_block(ctx: KernelContext, block) -> ir.Seq | ir.Loop | ir.Branch | ir.Graph | ir.Jump:
+class Channel:
+    """The channel's part in lowering (``None`` where the channel is off): a cancel point at the head of every
+    loop and, with ``spec.progress_loops``, progress reported by the loops outside any other loop."""
+
+    def __init__(self, spec: chan.ChannelSpec, facts: chan.ChannelFacts):
+        self.spec, self.facts = spec, facts
+        self.depth = 0  # loops around the block being lowered
+
+
+def lower_block(ctx: KernelContext, block, channel: Channel | None = None):
+    """``block`` as an IR node (``ir.Seq``, ``Loop``, ``Branch``, ``Graph`` or ``Jump``)."""
     if isinstance(block, SDFGState):
         return ir.Seq(state_items(ctx, block))
     if isinstance(block, LoopRegion):
-        return _lower_loop(ctx, block)
+        if channel is None:
+            return _lower_loop(ctx, block)
+        return _channel_loop(ctx, block, channel)
     if isinstance(block, ConditionalBlock):
         conds, bodies = [], []
         for cond, body in block.branches:
             conds.append(None if cond is None else control_item(ctx, f"if {block.label}", cond.as_string, False))
-            bodies.append(lower_region(ctx, body))
+            bodies.append(lower_region(ctx, body, channel))
         return ir.Branch(conds, bodies)
     if isinstance(block, BreakBlock):
         return ir.Jump("break")
@@ -78,11 +92,39 @@ def lower_block(ctx: KernelContext, block) -> ir.Seq | ir.Loop | ir.Branch | ir.
     if isinstance(block, ReturnBlock):
         return ir.Jump("return")
     if isinstance(block, ControlFlowRegion):
-        return lower_region(ctx, block)
+        return lower_region(ctx, block, channel)
     raise NotPersistableError(f"control-flow block '{block.label}' ({type(block).__name__}) is not supported.")
 
 
-def _lower_loop(ctx: KernelContext, loop: LoopRegion) -> ir.Loop:
+def _trip_count(ctx: KernelContext, loop: LoopRegion) -> str | None:
+    """C++ text of a loop's iteration count where DaCe's loop analysis finds its range, else ``None``."""
+    start, end, stride = (
+        loop_analysis.get_init_assignment(loop),
+        loop_analysis.get_loop_end(loop),
+        loop_analysis.get_loop_stride(loop),
+    )
+    if start is None or end is None or stride is None:
+        return None
+    return f"cpufree::channel::trip_count({cexpr(start)}, {cexpr(end)}, {cexpr(stride)})"
+
+
+def _channel_loop(ctx: KernelContext, loop: LoopRegion, channel: Channel) -> ir.Seq | ir.Loop:
+    """A loop with a cancel point at the head of its body; a top-level one reporting progress if asked."""
+    progress = channel.spec.progress_loops and channel.depth == 0
+    total = _trip_count(ctx, loop) if progress else None
+    channel.depth += 1
+    try:
+        lowered = _lower_loop(ctx, loop, channel)
+    finally:
+        channel.depth -= 1
+    lowered.body.children.insert(0, chan.loop_head(channel.facts, loop.label, total, progress))
+    if not progress:
+        return lowered
+    begin, end = chan.loop_bracket(loop.label, total)
+    return ir.Seq([begin, lowered, end])
+
+
+def _lower_loop(ctx: KernelContext, loop: LoopRegion, channel: Channel | None = None) -> ir.Loop:
     init = control_item(ctx, f"init {loop.label}", loop.init_statement.as_string, True) if loop.init_statement else None
     update = (
         control_item(ctx, f"update {loop.label}", loop.update_statement.as_string, True)
@@ -95,13 +137,13 @@ def _lower_loop(ctx: KernelContext, loop: LoopRegion) -> ir.Loop:
         init,
         cond,
         update,
-        lower_region(ctx, loop),
+        lower_region(ctx, loop, channel),
         inverted=loop.inverted,
         update_before_condition=loop.update_before_condition,
     )
 
 
-def lower_region(ctx: KernelContext, region: ControlFlowRegion) -> ir.Seq:
+def lower_region(ctx: KernelContext, region: ControlFlowRegion, channel: Channel | None = None) -> ir.Seq:
     """A region whose blocks form a chain becomes a sequence; anything else a goto graph."""
     blocks = _order(region)
     chain = all(region.out_degree(b) <= 1 for b in blocks) and all(
@@ -113,14 +155,14 @@ def lower_region(ctx: KernelContext, region: ControlFlowRegion) -> ir.Seq:
     if chain:
         seq = ir.Seq()
         for block in blocks:
-            seq.children.append(lower_block(ctx, block))
+            seq.children.append(lower_block(ctx, block, channel))
             for edge in region.out_edges(block):
                 assign = _assignments(ctx, edge)
                 if assign is not None:
                     seq.children.append(assign)
         return seq
     index = {b: i for i, b in enumerate(blocks)}
-    graph = ir.Graph(ctx.fresh("region"), [ir.Seq([lower_block(ctx, b)]) for b in blocks], [])
+    graph = ir.Graph(ctx.fresh("region"), [ir.Seq([lower_block(ctx, b, channel)]) for b in blocks], [])
     for edge in region.edges():
         graph.edges.append(ir.Edge(index[edge.src], index[edge.dst], _condition(ctx, edge), _assignments(ctx, edge)))
     return ir.Seq([graph])
@@ -144,10 +186,14 @@ def _order(region: ControlFlowRegion) -> list:
     return list(reversed(post))
 
 
-def lower_sdfg(ctx: KernelContext) -> ir.Seq:
+def lower_sdfg(
+    ctx: KernelContext, channel: chan.ChannelSpec | None = None, facts: chan.ChannelFacts | None = None
+) -> ir.Seq:
+    """The kernel IR of the SDFG; with ``channel``, cancel points at loop heads (registered in ``facts``) and
+    progress reported by the top-level loops when the spec asks for it."""
     if any(isinstance(n, dace.nodes.NestedSDFG) for n, _ in ctx.sdfg.all_nodes_recursive()):
         nested = next(n for n, _ in ctx.sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.NestedSDFG))
         raise NotPersistableError(
             f"nested SDFG '{nested.label}' could not be inlined; persistent kernels need a flat SDFG."
         )
-    return lower_region(ctx, ctx.sdfg)
+    return lower_region(ctx, ctx.sdfg, Channel(channel, facts) if channel is not None else None)

@@ -94,9 +94,10 @@ class ScopeWriter:
                 if _assigned_as_value(node, conn, edge.data):
                     # a conditional write (``A[A <= t] = v``: DaCe gives the dynamic output a pointer type while
                     # the code assigns the element): a reference makes the assignment store to the element
-                    pre.append(f"{ctype.base_type.ctype} &{conn} = {target};")
+                    ref = "auto " if ctx.race_check else f"{ctype.base_type.ctype} &"  # race: a recorded element
+                    pre.append(f"{ref}{conn} = {target};")
                 else:
-                    pre.append(f"{ctype.ctype} {conn} = &{target};")
+                    pre.append(f"{'auto' if ctx.race_check else ctype.ctype} {conn} = &{target};")
                 continue
             pre.append(f"{ctype.ctype} {conn};")
             post.append(self._write_output(node, edge, conn))
@@ -107,7 +108,7 @@ class ScopeWriter:
         memlet = edge.data
         target = self.ctx.access(memlet.data, memlet.subset)
         if is_pointer(ctype):
-            return f"{ctype.ctype} {edge.dst_conn} = &{target};"
+            return f"{'auto' if self.ctx.race_check else ctype.ctype} {edge.dst_conn} = &{target};"
         return f"const {ctype.ctype} {edge.dst_conn} = {target};"
 
     def _write_output(self, node, edge, conn: str) -> str:

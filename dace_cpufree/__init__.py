@@ -7,13 +7,16 @@
 
 from dace_cpufree import transformations  # noqa: F401  (registers enum members with DaCe)
 from dace_cpufree.api import compile, generate_code, kernel_source, persistent_sdfg, prebuild
+from dace_cpufree.channel import notify, progress
 from dace_cpufree.errors import (
     ArgumentError,
     BuildError,
     CommunicationError,
     CpufreeError,
+    KernelCancelled,
     LaunchError,
     NotPersistableError,
+    RaceError,
 )
 
 __version__ = "0.1.0"
@@ -23,11 +26,15 @@ __all__ = [
     "BuildError",
     "CommunicationError",
     "CpufreeError",
+    "KernelCancelled",
     "LaunchError",
     "NotPersistableError",
+    "RaceError",
     "compile",
     "generate_code",
     "kernel_source",
+    "notify",
     "persistent_sdfg",
     "prebuild",
+    "progress",
 ]

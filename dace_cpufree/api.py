@@ -8,6 +8,7 @@ from pathlib import Path
 import dace
 
 from dace_cpufree.codegen import DIALECTS, KernelSource, generate
+from dace_cpufree.codegen.channel import ChannelSpec, program_channel
 from dace_cpufree.codegen.comm import add_shmem_runtime
 from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
 from dace_cpufree.options import CompileOptions
@@ -100,8 +101,21 @@ def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
     """The generated code of a transformed SDFG with the facts the build and the runtime read."""
     dialect = DIALECTS["cuda" if opts.backend == "emulate" else opts.backend]
     direct = opts.backend == "cuda" and opts.shmem_transport == "p2p" and has_symmetric(sdfg)
-    source = generate(sdfg, dialect, direct_stores=direct, step_times=opts.step_times)
-    return add_shmem_runtime(source, sdfg)
+    calls, tags = program_channel(sdfg)
+    race = opts.race_check is not None
+    if not opts.wants_channel(calls):
+        source = generate(sdfg, dialect, direct_stores=direct, step_times=opts.step_times, race_check=race)
+        return add_shmem_runtime(source, sdfg)
+    if communicates(sdfg):
+        raise CpufreeError(
+            f"'{sdfg.name}' communicates (nvshmem), and the device <-> host channel (progress, cancel, notify) is "
+            "not built for such programs yet: a PE that stops on a cancel would leave its peers waiting. Fix: "
+            "compile without progress=/timeout=/channel= and without dace_cpufree.progress/notify calls."
+        )
+    spec = ChannelSpec(progress_loops=bool(opts.progress), ring=opts.notify_ring)
+    source = generate(sdfg, dialect, direct_stores=direct, step_times=opts.step_times, race_check=race, channel=spec)
+    source.channel.tags = tags
+    return source
 
 
 def generate_code(program_or_sdfg, backend: str = "cuda", **options) -> str:
@@ -119,6 +133,11 @@ def compile(  # noqa: A001 - the API's name
     symbols: dict[str, int] | None = None,
     *,
     shmem_transport: str | None = None,
+    progress: bool | str = False,
+    timeout: float | None = None,
+    channel: bool | None = None,
+    notify_ring: int | None = None,
+    race_check: bool | str = False,
     load: bool = True,
 ) -> PersistentProgram:
     """Compiles a program into a callable that runs it as one persistent kernel.
@@ -129,6 +148,19 @@ def compile(  # noqa: A001 - the API's name
     :param tile_sizes: tile size per map label, overriding the scheduler's choice.
     :param symbols: size symbols to compile in as constants (static tile sizes).
     :param shmem_transport: how NVSHMEM programs reach their peers (see :func:`persistent_sdfg`).
+    :param progress: a live bar of the top-level loop's iteration while the kernel runs: ``True`` (tqdm, else
+                     rich, else text), ``"tqdm"``, ``"rich"``, ``"text"``.
+    :param timeout: seconds after which a call stops its kernel at the next cancel point and raises
+                    :class:`~dace_cpufree.errors.KernelCancelled` (``run.timeout`` changes it later).
+    :param channel: build the device <-> host channel even where nothing above asks for it, so that Ctrl-C and
+                    ``run.cancel()`` stop a running kernel; ``None``: built where progress, timeout or the
+                    program's ``dace_cpufree.progress``/``notify`` calls need it. See ``docs/channel.md``.
+    :param notify_ring: records of the channel's notification ring (default 1024).
+    :param race_check: with ``backend="emulate"``: run the kernel as several blocks of several threads, one at a
+                       time between barriers in the order given (``"forward"``, ``"reverse"``, ``"shuffle"``;
+                       ``True``: shuffled), and raise :class:`~dace_cpufree.errors.RaceError` naming the array,
+                       the steps and their program lines where two threads access an element with no barrier
+                       between them, or where a barrier could never complete. See ``docs/debugging.md``.
     :param load: ``False``: only build (see :func:`prebuild`).
     """
     if backend not in BACKENDS:
@@ -139,7 +171,16 @@ def compile(  # noqa: A001 - the API's name
             "backend='emulate' to run the generated kernel on the host."
         )
     opts = CompileOptions.resolve(
-        backend=backend, scheduler=scheduler, tile_sizes=tile_sizes, symbols=symbols, shmem_transport=shmem_transport
+        backend=backend,
+        scheduler=scheduler,
+        tile_sizes=tile_sizes,
+        symbols=symbols,
+        shmem_transport=shmem_transport,
+        progress=progress,
+        timeout=timeout,
+        channel=channel,
+        notify_ring=notify_ring,
+        race_check=race_check,
     )
     sdfg = _transformed(program_or_sdfg, opts)
     shmem = communicates(sdfg)
@@ -150,7 +191,9 @@ def compile(  # noqa: A001 - the API's name
         )
     source = _source(sdfg, opts)
     try:
-        library = build(source.code, sdfg.name, backend, shmem=shmem, full_blocks=source.direct_stores)
+        library = build(
+            source.code, sdfg.name, backend, shmem=shmem, full_blocks=source.direct_stores, race_check=opts.race_check
+        )
     except BuildError as err:
         where = (source.step_sources or {}).get(err.step)
         if where is None:
@@ -160,7 +203,7 @@ def compile(  # noqa: A001 - the API's name
         ) from None
     if not load:
         return library
-    return PersistentProgram(sdfg, source, library, backend)
+    return PersistentProgram(sdfg, source, library, backend, progress=opts.progress, timeout=opts.timeout)
 
 
 def prebuild(program_or_sdfg, backend: str = "cuda", **options) -> Path:

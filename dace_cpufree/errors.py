@@ -32,5 +32,43 @@ class ArgumentError(CpufreeError, TypeError):
     """An argument does not match the program's signature (shape, dtype, missing)."""
 
 
+class RaceError(LaunchError):
+    """The emulation's race checker (``compile(..., backend="emulate", race_check=...)``) saw two threads access an
+    element with no barrier ordering them, at least one of them writing, or a barrier that could never complete.
+
+    :ivar report: one line per conflict (array and element, the two threads, their steps with program lines).
+    """
+
+    def __init__(self, program: str, report: str):
+        super().__init__(
+            f"{program}: the race checker found unsynchronised accesses:\n{report.rstrip()}\n"
+            "Fix: the generator must place a grid sync (different blocks) or a block barrier (same block) between "
+            "the two steps; report the program, or write the two steps so that each thread reads what it wrote."
+        )
+        self.report = report
+
+
 class CommunicationError(CpufreeError, ValueError):
     """A GPU-initiated communication call (``Putmem``, ``SignalWait``) is used incorrectly."""
+
+
+class KernelCancelled(CpufreeError):
+    """A running kernel was stopped by ``run.cancel()`` or ``compile(..., timeout=...)`` before it finished.
+
+    Every thread left at the same cancel point (a loop head or a grid sync); the arrays hold what the kernel had
+    computed by then (NumPy arguments are copied back as usual). The next call runs from the start.
+
+    :ivar reason: ``"cancel()"`` or ``"timeout"``.
+    :ivar site: the cancel point where the kernel stopped, e.g. ``"grid sync before map_x"``.
+    :ivar syncs: grid syncs the kernel had passed.
+    :ivar progress: the last ``(done, total)`` the kernel reported (``(0, 0)``: none).
+    """
+
+    def __init__(self, program: str, reason: str, site: str, syncs: int, progress: tuple[int, int] = (0, 0)):
+        done, total = progress
+        reached = f", progress {done}/{total}" if total or done else ""
+        super().__init__(
+            f"{program}: kernel stopped by {reason} at the {site}, after {syncs} grid sync(s){reached}. "
+            "Its arrays hold the state reached there; the next call runs from the start."
+        )
+        self.reason, self.site, self.syncs, self.progress = reason, site, syncs, progress

@@ -17,6 +17,7 @@ from dace_cpufree.errors import CpufreeError
 from dace_cpufree.launcher import placement
 
 TRANSPORTS = ("auto", "p2p", "proxy")
+PROGRESS = (False, True, "tqdm", "rich", "text")
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,10 @@ def env(name: str, environ: Mapping[str, str] | None = None):
     return option.parse((os.environ if environ is None else environ).get(name))
 
 
+#: The orders in which the emulation's race checker runs the threads between barriers.
+RACE_ORDERS = ("forward", "reverse", "shuffle")
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """What one compilation is asked for; the passes and the generator take their settings from it.
@@ -144,6 +149,15 @@ class CompileOptions:
     :ivar shmem_transport: ``"p2p"`` or ``"proxy"`` once resolved (``"auto"`` is decided by :meth:`resolve`).
     :ivar early_puts: split maps followed by puts of their edge cells (SplitForEarlyPuts).
     :ivar step_times: build the kernel with step timing.
+    :ivar channel: build the device <-> host channel (cancel points at loop heads and grid syncs, progress,
+                   notifications); ``None``: only where something needs it (``progress``, ``timeout``, or the
+                   program calls ``dace_cpufree.progress``/``notify``).
+    :ivar progress: the top-level loops report their iteration and the host shows it: ``True`` (tqdm, else rich,
+                    else text lines), ``"tqdm"``, ``"rich"``, ``"text"`` or ``False``.
+    :ivar timeout: seconds after which a call cancels its kernel (:class:`~dace_cpufree.errors.KernelCancelled`).
+    :ivar notify_ring: notification records the channel's ring holds.
+    :ivar race_check: the emulation's race checker, threads run in this order between barriers: ``"forward"``,
+                      ``"reverse"`` or ``"shuffle"`` (``True`` given: ``"shuffle"``); ``None``: off.
     """
 
     backend: str = "cuda"
@@ -153,6 +167,17 @@ class CompileOptions:
     shmem_transport: str = "auto"
     early_puts: bool = True
     step_times: bool = False
+    channel: bool | None = None
+    progress: bool | str = False
+    timeout: float | None = None
+    notify_ring: int = 1024
+    race_check: str | None = None
+
+    def wants_channel(self, program_calls: bool) -> bool:
+        """Whether the kernel is built with the channel, given whether the program calls progress/notify."""
+        if self.channel is not None:
+            return self.channel or program_calls
+        return bool(self.progress) or self.timeout is not None or program_calls
 
     @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None, **given) -> CompileOptions:
@@ -172,7 +197,22 @@ class CompileOptions:
             "early_puts": env("DACE_CPUFREE_EARLY_PUTS", environ),
             "step_times": env("DACE_CPUFREE_STEP_TIMES", environ),
         }
-        options = cls(**{**defaults, **given, "shmem_transport": transport})
+        race = given.pop("race_check", False)
+        race = "shuffle" if race is True else race or None
+        if race is not None and (race not in RACE_ORDERS or given.get("backend", "cuda") != "emulate"):
+            raise CpufreeError(
+                f"race_check={race!r} with backend={given.get('backend', 'cuda')!r}. Fix: race checking runs in the "
+                f"host emulation: backend='emulate' and race_check=True or one of {', '.join(map(repr, RACE_ORDERS))}."
+            )
+        options = cls(**{**defaults, **given, "shmem_transport": transport, "race_check": race})
+        if options.progress not in PROGRESS:
+            raise CpufreeError(f"progress={options.progress!r}. Fix: use one of {', '.join(map(repr, PROGRESS))}.")
+        if options.timeout is not None and not options.timeout > 0:
+            raise CpufreeError(f"timeout={options.timeout!r}. Fix: give a positive number of seconds, or None.")
+        if options.notify_ring < 1:
+            raise CpufreeError(f"notify_ring={options.notify_ring!r}. Fix: give a positive number of records.")
+        if options.channel is False and (options.progress or options.timeout is not None):
+            raise CpufreeError("progress and timeout need the channel. Fix: leave channel=None (or set it True).")
         if options.scheduler not in (True, False, "all"):
             raise CpufreeError(
                 f"scheduler={options.scheduler!r}. Fix: use True (reductions), 'all' (every map) or False."

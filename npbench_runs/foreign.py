@@ -7,7 +7,8 @@ way NPBench calls a DaCe program (input arguments and size parameters as keyword
 NPBench compares them (``np.allclose`` with the benchmark's rtol/atol, else the relative error in the 2-norm
 against ``norm_error``). Each program ends in one class:
 
-* ``validated``; ``wrong`` (ran, and an output differs: the relative error of each output is kept);
+* ``validated``; ``wrong`` (ran, and an output differs: the relative error of each output is kept); ``race``
+  (with ``--race-check``: the emulation's race checker saw threads access an element with no barrier between);
 * ``refused`` (the compiler named a construct it cannot make persistent), ``frontend`` (DaCe's own parser
   failed), ``build`` (the generated code did not compile: the first compiler error), ``run`` (an error at the
   call), ``crash`` or ``timeout``.
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-CLASSES = ("validated", "wrong", "refused", "frontend", "build", "run", "crash", "timeout")
+CLASSES = ("validated", "wrong", "race", "refused", "frontend", "build", "run", "crash", "timeout")
 
 
 def benchmarks(root: Path) -> dict[str, dict]:
@@ -90,7 +91,7 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {first}"[:300]
 
 
-def run_one(root: Path, name: str, preset: str, backend: str) -> dict:
+def run_one(root: Path, name: str, preset: str, backend: str, race_check: bool = False) -> dict:
     """Classifies one benchmark in this process (see the module doc)."""
     import dace_cpufree
 
@@ -106,11 +107,11 @@ def run_one(root: Path, name: str, preset: str, backend: str) -> dict:
     numpy_impl = getattr(_module(root, info, "_numpy"), info["func_name"])
     with np.errstate(all="ignore"):
         ref = _outputs(numpy_impl(*[ref_data[a] for a in info["input_args"]]), ref_data, info)
-    report = {"name": name, "preset": preset, "backend": backend}
+    report = {"name": name, "preset": preset, "backend": backend + (" race-check" if race_check else "")}
     t0 = time.perf_counter()
     try:
         program = getattr(_module(root, info, "_dace"), info["func_name"])
-        run = dace_cpufree.compile(program, backend=backend)
+        run = dace_cpufree.compile(program, backend=backend, race_check=race_check)
     except dace_cpufree.BuildError as err:
         return {**report, "class": "build", "reason": _first_line(err), "seconds": time.perf_counter() - t0}
     except dace_cpufree.CpufreeError as err:
@@ -123,6 +124,9 @@ def run_one(root: Path, name: str, preset: str, backend: str) -> dict:
     kwargs.update({p: v for p, v in params.items() if p not in kwargs and p in accepted})
     try:
         result = run(**kwargs)
+    except dace_cpufree.RaceError as err:
+        reason = err.report.strip().splitlines()[0][:300]
+        return {**report, "class": "race", "reason": reason, "seconds": time.perf_counter() - t0}
     except Exception as err:
         return {**report, "class": "run", "reason": _first_line(err), "seconds": time.perf_counter() - t0}
     got = [
@@ -137,14 +141,16 @@ def run_one(root: Path, name: str, preset: str, backend: str) -> dict:
     return {**report, "class": "wrong", "reason": f"relative errors {detail}", "errors": errors}
 
 
-def run_all(root: Path, names, preset: str, backend: str, timeout: float, progress=print, into=None) -> list:
+def run_all(
+    root: Path, names, preset: str, backend: str, timeout: float, progress=print, into=None, race_check: bool = False
+) -> list:
     """Every benchmark in a process of its own, with a time limit each; rows are appended to ``into`` (a new list
     by default) as they come."""
     results = [] if into is None else into
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     for name in names:
         cmd = [sys.executable, "-m", "npbench_runs.foreign", "--one", name, "--npbench", str(root)]
-        cmd += ["--preset", preset, "--backend", backend]
+        cmd += ["--preset", preset, "--backend", backend] + (["--race-check"] if race_check else [])
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -175,14 +181,19 @@ def main(argv=None) -> int:
     parser.add_argument("--benchmarks", nargs="+", help="default: every benchmark with a DaCe implementation")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per benchmark (default 600)")
     parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a program is wrong")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a program is wrong or races")
+    parser.add_argument(
+        "--race-check", action="store_true", help="emulation only: run each program under the race checker"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     root = Path(args.npbench).resolve()
     if not (root / "bench_info").is_dir():
         parser.error(f"{root} has no bench_info/: pass the root of an NPBench checkout")
+    if args.race_check and args.backend != "emulate":
+        parser.error("--race-check runs in the host emulation: use it with --backend emulate")
     if args.one:
-        print(json.dumps(run_one(root, args.one, args.preset, args.backend)))
+        print(json.dumps(run_one(root, args.one, args.preset, args.backend, args.race_check)))
         return 0
     names = args.benchmarks or list(benchmarks(root))
     unknown = sorted(set(names) - set(benchmarks(root)))
@@ -195,11 +206,20 @@ def main(argv=None) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))
 
-    results = run_all(root, names, args.preset, args.backend, args.timeout, progress=progress, into=results)
+    results = run_all(
+        root,
+        names,
+        args.preset,
+        args.backend,
+        args.timeout,
+        progress=progress,
+        into=results,
+        race_check=args.race_check,
+    )
     print(summary(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
-    return 1 if args.strict and any(r["class"] == "wrong" for r in results) else 0
+    return 1 if args.strict and any(r["class"] in ("wrong", "race") for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -121,6 +121,6 @@ VALIDATE = [
 
 @pytest.mark.skipif(not (NPBENCH / "bench_info").is_dir(), reason=f"no NPBench checkout at {NPBENCH} (NPBENCH_DIR)")
 @pytest.mark.parametrize("name", VALIDATE)
-def test_npbench_program_validates_in_the_emulation(name):
-    result = foreign.run_one(NPBENCH.resolve(), name, "S", "emulate")
+def test_npbench_program_validates_under_the_race_checker(name):
+    result = foreign.run_one(NPBENCH.resolve(), name, "S", "emulate", race_check=True)
     assert result["class"] == "validated", result

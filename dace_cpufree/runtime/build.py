@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from dace_cpufree.errors import BuildError
-from dace_cpufree.options import env
+from dace_cpufree.options import RACE_ORDERS, env
 
 from .shmem_build import shmem_flags
 
@@ -121,7 +121,7 @@ def compile_command(
     backend: str, source: Path, output: Path, shared: bool = True, shmem: bool = False, flags: list[str] = ()
 ) -> list[str]:
     """The compiler command; ``shmem`` adds relocatable device code and the SHMEM library (:mod:`.shmem_build`),
-    ``flags`` go in front of the source (CUDA only)."""
+    ``flags`` go in front of the source (CUDA and the emulation)."""
     inc = f"-I{INCLUDE_DIR}"
     extra, libs = shmem_flags(backend, shared) if shmem else ([], [])
     if backend == "cuda":
@@ -150,20 +150,50 @@ def compile_command(
     if backend == "emulate":
         cxx = os.environ.get("CXX", "g++")
         link = ["-shared", "-fPIC"] if shared else ["-c"]
-        return [cxx, "-O1", "-std=c++17", "-x", "c++", "-DCPUFREE_EMULATE", inc, *link, str(source), "-o", str(output)]
+        return [
+            cxx,
+            "-O1",
+            "-std=c++17",
+            "-x",
+            "c++",
+            "-DCPUFREE_EMULATE",
+            inc,
+            *flags,
+            *link,
+            str(source),
+            "-o",
+            str(output),
+        ]
     raise BuildError(f"unknown backend '{backend}'. Fix: use one of {', '.join(BACKENDS)}.")
 
 
+def race_check_flags(order: str) -> list[str]:
+    """Flags of an emulation build with the race checker (``cpufree/racecheck.h``), ``order`` its default order
+    (one of ``RACE_ORDERS``, in the order of racecheck.h's ``Order``)."""
+    return ["-DCPUFREE_RACE_CHECK", f"-DCPUFREE_RACE_ORDER={RACE_ORDERS.index(order)}", "-pthread"]
+
+
 def build(
-    code: str, name: str, backend: str, shared: bool = True, shmem: bool = False, full_blocks: bool = False
+    code: str,
+    name: str,
+    backend: str,
+    shared: bool = True,
+    shmem: bool = False,
+    full_blocks: bool = False,
+    race_check: str | None = None,
 ) -> Path:
     """Compiles ``code`` (cached by content and command) and returns the library or object path.
 
     :param shmem: the code calls NVSHMEM / ROC_SHMEM: relocatable device code, device-linked against it.
     :param full_blocks: the kernel is declared ``CPUFREE_FULL_BLOCKS`` (``KernelSource.direct_stores``).
+    :param race_check: an emulation build with the race checker, threads run in this order (``RACE_ORDERS``).
     """
     suffix = {"cuda": ".cu", "hip": ".hip.cpp", "emulate": ".cpp"}[backend]
     flags = full_block_flags(full_blocks) + extra_nvcc_flags() if backend == "cuda" else []
+    if race_check is not None:
+        if backend != "emulate":
+            raise BuildError(f"race checking runs in the host emulation, not on {backend}. Fix: backend='emulate'.")
+        flags = race_check_flags(race_check)
     probe = compile_command(backend, Path("x"), Path("y"), shared, shmem, flags)
     headers = "".join(p.read_text() for p in sorted(INCLUDE_DIR.glob("cpufree/*")))
     key = hashlib.sha256("\0".join([code, headers, *probe]).encode()).hexdigest()[:20]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,9 +11,11 @@ import dace
 import numpy as np
 from dace import data as dt
 
-from dace_cpufree.errors import ArgumentError, CpufreeError, LaunchError
+from dace_cpufree.errors import ArgumentError, CpufreeError, LaunchError, RaceError
+from dace_cpufree.options import RACE_ORDERS
 from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL, is_symmetric
 
+from .channel import Call, ChannelHost, ProgressView, require_channel
 from .nvshmem import is_shmem_library, session
 
 
@@ -75,9 +78,16 @@ class PersistentProgram:
 
     :ivar last_kernel_ms: time of the last kernel, measured with device events.
     :ivar launch_config: ``(grid, block)`` of the last launch.
+    :ivar timeout: with the channel, seconds after which a call cancels its kernel (``None``: never).
+    :ivar progress: with the channel, how a call shows the progress its kernel reports (see ``compile``).
+
+    A program built with the device <-> host channel (``source.channel``) also takes :meth:`on_progress`,
+    :meth:`on_notify` and :meth:`cancel`, and stops its kernel on Ctrl-C (see ``docs/channel.md``).
     """
 
-    def __init__(self, sdfg: dace.SDFG, source, library: Path, backend: str):
+    def __init__(
+        self, sdfg: dace.SDFG, source, library: Path, backend: str, progress: bool | str = False, timeout=None
+    ):
         self.sdfg = sdfg
         self.source = source
         self.library = library
@@ -112,6 +122,42 @@ class PersistentProgram:
         self.last_kernel_ms = float("nan")
         self.launch_config = (0, 0)
         self._shmem = _attach_shmem(self._lib, source) if is_shmem_library(self._lib) else None
+        facts = getattr(source, "channel", None)
+        self._channel = ChannelHost(self._lib, facts, sdfg.name) if facts is not None else None
+        self.progress, self.timeout = progress, timeout
+        self._progress_callbacks, self._notify_callbacks = [], []
+        self._cancel = threading.Event()
+
+    def on_progress(self, callback):
+        """Calls ``callback(done, total)`` on the host's poller thread whenever the reported progress changes
+        while a call runs (values in the order the kernel wrote them; intermediate ones may be skipped). Returns
+        ``callback``, so it can decorate."""
+        require_channel(self._channel, self.sdfg.name, "on_progress")
+        self._progress_callbacks.append(callback)
+        return callback
+
+    def on_notify(self, callback):
+        """Calls ``callback(tag, value)`` on the host's poller thread for each ``dace_cpufree.notify(tag, value)``
+        of the kernel, in the order they were made (string tags come back as strings, values as float). The kernel
+        never waits: a notification made while the ring is full is dropped, and the call warns how many were.
+        An exception in a callback is raised after the call. Returns ``callback``."""
+        require_channel(self._channel, self.sdfg.name, "on_notify")
+        self._notify_callbacks.append(callback)
+        return callback
+
+    def cancel(self) -> None:
+        """Stops the running call's kernel at its next cancel point (from any thread); the call then raises
+        :class:`~dace_cpufree.errors.KernelCancelled`. Without a running call, the next call is cancelled."""
+        require_channel(self._channel, self.sdfg.name, "cancel()")
+        self._cancel.set()
+
+    def _launch(self, call: list) -> tuple[int, Call | None]:
+        """The foreign call; with the channel, the poller beside it (Ctrl-C, cancel, timeout, progress)."""
+        if self._channel is None:
+            return self._lib.cpufree_run(*call), None
+        view = ProgressView(self.progress, self.sdfg.name) if self.progress else None
+        state = Call(self._channel, view, self._progress_callbacks, self._notify_callbacks, self.timeout, self._cancel)
+        return state.run(lambda: self._lib.cpufree_run(*call)), state
 
     def _ctype(self, arg):
         if arg.kind == "array":
@@ -123,6 +169,17 @@ class PersistentProgram:
     def configure(self, block_size: int = 0, max_blocks: int = 0) -> None:
         """Fixes the block size and caps the grid (0: chosen from occupancy at run time)."""
         self._lib.cpufree_configure(int(block_size), int(max_blocks))
+
+    def race_order(self, order: str, seed: int = 1) -> None:
+        """The order in which the race checker runs the threads between barriers from the next call on:
+        ``"forward"``, ``"reverse"`` or ``"shuffle"`` (with ``seed``). Only for ``race_check`` builds."""
+        if not hasattr(self._lib, "cpufree_race_order"):
+            raise CpufreeError(
+                f"{self.sdfg.name} was not built with race checking. Fix: compile(..., race_check=True)."
+            )
+        if order not in RACE_ORDERS:
+            raise CpufreeError(f"race order {order!r}. Fix: use one of {', '.join(RACE_ORDERS)}.")
+        self._lib.cpufree_race_order(RACE_ORDERS.index(order), ctypes.c_uint(seed))
 
     def device_name(self) -> str:
         buf = ctypes.create_string_buffer(256)
@@ -155,6 +212,12 @@ class PersistentProgram:
 
     def _check(self, rc: int) -> None:
         if rc != 0:
+            report = getattr(self._lib, "cpufree_race_report", None)  # an emulation built with race checking
+            if report is not None:
+                report.restype = ctypes.c_char_p
+                text = report().decode()
+                if text:
+                    raise RaceError(self.sdfg.name, text)
             raise LaunchError(f"{self.sdfg.name}: {self._lib.cpufree_error().decode()}")
 
     def __call__(self, *args, **kwargs):
@@ -173,15 +236,20 @@ class PersistentProgram:
                     call.append(symbols[arg.name])
                 else:
                     call.append(values[arg.name])
-            self._check(self._lib.cpufree_run(*call))
+            rc, channel = self._launch(call)
+            self._check(rc)
             self._read_back(owned)
         finally:
             for bound in owned:
                 if bound.device is not None:
                     self._lib.cpufree_free(ctypes.c_void_p(bound.device))
+            if self._channel is not None:
+                self._cancel.clear()
         grid, block, ms = self._config
         self._lib.cpufree_launch_config(*self._config_refs)
         self.launch_config, self.last_kernel_ms = (grid.value, block.value), ms.value
+        if channel is not None:
+            channel.outcome()
         if not returns:
             return None
         out = [values[name] for name in returns]

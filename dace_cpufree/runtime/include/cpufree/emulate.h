@@ -1,7 +1,8 @@
-// Single-thread host emulation of the CUDA subset that generated persistent kernels use.
+// Host emulation of the CUDA subset that generated persistent kernels use.
 // The kernel runs as one block of one thread, so every grid-stride loop visits every
 // element in order and grid.sync() is a no-op: the result must equal the sequential
-// semantics of the program. This checks the code generator, not races; GPU tests do that.
+// semantics of the program. With -DCPUFREE_RACE_CHECK it runs as several blocks of several
+// threads instead, one at a time between barriers, and checks the synchronisation (racecheck.h).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -21,12 +22,18 @@ struct dim3 {
     unsigned int x = 1, y = 1, z = 1;
     dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
 };
+#if defined(CPUFREE_RACE_CHECK)
+#include "racecheck.h"
+inline thread_local dim3 threadIdx(0, 0, 0), blockIdx(0, 0, 0);
+inline dim3 blockDim(1, 1, 1), gridDim(1, 1, 1);
+inline void __syncthreads() { cpufree::race::checker().block_barrier(cpufree::race::self); }
+#else
 static const dim3 threadIdx(0, 0, 0), blockIdx(0, 0, 0), blockDim(1, 1, 1), gridDim(1, 1, 1);
-static const int warpSize = 1;
-template <typename T> inline T __ldg(const T *p) { return *p; }  // the read-only load path
-
 inline void __syncthreads() {}
 #define __shared__ static  // one block: a block's shared array is one array
+#endif
+static const int warpSize = 1;
+template <typename T> inline T __ldg(const T *p) { return *p; }  // the read-only load path
 
 // Clocks (step timing, runtime.cuh's StepTimes): the host's steady clock in ns stands for both.
 inline long long clock64() {
@@ -34,20 +41,29 @@ inline long long clock64() {
 }
 
 namespace cooperative_groups {
+#if defined(CPUFREE_RACE_CHECK)
+struct grid_group {
+    void sync() const { cpufree::race::checker().grid_barrier(cpufree::race::self); }
+};
+struct thread_block {
+    void sync() const { __syncthreads(); }
+};
+#else
 struct grid_group {
     void sync() const {}
 };
-inline grid_group this_grid() { return {}; }
 struct thread_block {
     void sync() const {}
 };
+#endif
+inline grid_group this_grid() { return {}; }
 inline thread_block this_thread_block() { return {}; }
-// A tile of the one emulated thread: whatever size was asked for, it holds one thread.
+// A tile of one emulated thread: whatever size was asked for, it holds one thread (warpSize is 1).
 template <unsigned int Size> struct thread_block_tile {
     static constexpr unsigned long long num_threads() { return 1; }
     static constexpr unsigned long long thread_rank() { return 0; }
-    static constexpr unsigned long long meta_group_size() { return 1; }
-    static constexpr unsigned long long meta_group_rank() { return 0; }
+    static unsigned long long meta_group_size() { return blockDim.x; }
+    static unsigned long long meta_group_rank() { return threadIdx.x; }
     void sync() const {}
 };
 template <unsigned int Size> inline thread_block_tile<Size> tiled_partition(const thread_block &) { return {}; }
@@ -68,15 +84,43 @@ struct cudaDeviceProp {
     char name[256];
 };
 
+enum { cudaErrorRaceCheck = 2 };  // the race checker found conflicting accesses or a hang (its report)
+#if defined(CPUFREE_RACE_CHECK)
+inline const char *cudaGetErrorString(cudaError_t e) {
+    static std::string text;
+    text = e == cudaErrorRaceCheck ? "race check: " + cpufree::race::checker().report() : "emulation error";
+    return text.c_str();
+}
+// The whole report (the launcher's error text holds its start), and the order of the next launch.
+extern "C" const char *cpufree_race_report() {
+    static std::string text;
+    text = cpufree::race::checker().report();
+    return text.c_str();
+}
+extern "C" void cpufree_race_order(int order, unsigned seed) { cpufree::race::checker().set_order(order, seed); }
+#else
 inline const char *cudaGetErrorString(cudaError_t) { return "emulation error"; }
+#endif
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
+#if defined(CPUFREE_RACE_CHECK)
+    std::strcpy(p->name, "host emulation (race checking)");
+#else
     std::strcpy(p->name, "host emulation (1 thread)");
+#endif
     return cudaSuccess;
 }
+#if defined(CPUFREE_RACE_CHECK)
+// CPUFREE_RACE_BLOCKS "multiprocessors" of one block of CPUFREE_RACE_THREADS threads each.
+inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
+    *v = a == cudaDevAttrMultiProcessorCount ? CPUFREE_RACE_BLOCKS : a == cudaDevAttrMaxThreadsPerBlock ? 1024 : 1;
+    return cudaSuccess;
+}
+#else
 inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) { *v = 1; return cudaSuccess; }
+#endif
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaMalloc(void **p, size_t n) { *p = std::calloc(n ? n : 1, 1); return *p ? cudaSuccess : 1; }
 inline cudaError_t cudaFree(void *p) { std::free(p); return cudaSuccess; }
@@ -87,9 +131,15 @@ template <typename T> inline cudaError_t cudaMemcpyFromSymbol(void *d, const T &
     return cudaSuccess;
 }
 
+#if defined(CPUFREE_RACE_CHECK)
+template <typename K> inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int *g, int *b, K, size_t = 0, int = 0) {
+    *g = CPUFREE_RACE_BLOCKS; *b = CPUFREE_RACE_THREADS; return cudaSuccess;
+}
+#else
 template <typename K> inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int *g, int *b, K, size_t = 0, int = 0) {
     *g = 1; *b = 1; return cudaSuccess;
 }
+#endif
 template <typename K> inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, K, int, size_t) {
     *n = 1; return cudaSuccess;
 }
@@ -113,10 +163,41 @@ template <typename... A, size_t... I>
 inline void call(void (*k)(A...), void **args, std::index_sequence<I...>) {
     k(*static_cast<A *>(args[I])...);
 }
-template <typename... A> inline cudaError_t launch(void (*k)(A...), void **args) {
+#if defined(CPUFREE_RACE_CHECK)
+template <typename... A, size_t... I>
+inline void call_checked(void (*k)(A...), void **args, std::index_sequence<I...>) {
+    k(race::argument<A>::get(args[I])...);
+}
+// Every virtual thread is an OS thread; the checker lets one run at a time (racecheck.h).
+template <typename... A> inline cudaError_t launch(void (*k)(A...), void **args, dim3 grid, dim3 block) {
+    race::Checker &c = race::checker();
+    gridDim = grid;
+    blockDim = block;
+    const int n = (int)(grid.x * block.x);
+    c.start((int)grid.x, (int)block.x, c.order(), c.seed());
+    std::vector<std::thread> pool;
+    for (int id = 0; id < n; ++id)
+        pool.emplace_back([&, id] {
+            race::self = id;
+            race::step = "kernel start";
+            threadIdx = dim3(id % block.x);
+            blockIdx = dim3(id / block.x);
+            try {
+                c.enter(id);
+                call_checked(k, args, std::index_sequence_for<A...>{});
+            } catch (const race::Abandoned &) {
+            }
+            c.leave(id);
+        });
+    for (std::thread &t : pool) t.join();
+    return c.clean() ? cudaSuccess : cudaErrorRaceCheck;
+}
+#else
+template <typename... A> inline cudaError_t launch(void (*k)(A...), void **args, dim3, dim3) {
     call(k, args, std::index_sequence_for<A...>{});
     return cudaSuccess;
 }
+#endif
 }  // namespace cpufree::emu
 
-#define CPUFREE_LAUNCH_COOPERATIVE(kernel, grid, block, args, smem, stream) cpufree::emu::launch(kernel, args)
+#define CPUFREE_LAUNCH_COOPERATIVE(kernel, grid, block, args, smem, stream) cpufree::emu::launch(kernel, args, grid, block)

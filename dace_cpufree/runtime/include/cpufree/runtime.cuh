@@ -153,6 +153,19 @@ template <Op op, typename T> __device__ inline void warp_atomic_combine(T *ptr, 
     if (warp_reduce<op>(val, has) && threadIdx.x % warpSize == 0) atomic_combine<op>(ptr, val);
 }
 
+#if defined(CPUFREE_RACE_CHECK)
+// An element of the race checker's arrays (racecheck.h) read as an operand.
+template <Op op, typename T> inline T combine(race::ref<T> a, T b) { return combine<op>(T(a), b); }
+template <Op op, typename T> inline T combine(T a, race::ref<T> b) { return combine<op>(a, T(b)); }
+// The atomics on them, recorded as atomic accesses.
+template <Op op, typename T, typename V> inline void atomic_combine(race::ptr<T> ptr, V val) {
+    race::atomic_update(ptr, [&](T cur) { return combine<op>(cur, T(val)); });
+}
+template <Op op, typename T, typename V> inline void warp_atomic_combine(race::ptr<T> ptr, V val, bool has) {
+    if (has) atomic_combine<op>(ptr, val);
+}
+#endif
+
 // Identity element of a reduction operator (the start of a tile lane's partial).
 template <Op op, typename T> __host__ __device__ constexpr T identity() {
     if constexpr (op == Op::Sum) return T(0);

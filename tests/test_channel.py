@@ -1,0 +1,191 @@
+"""The device <-> host channel on the emulation: progress, notifications, cancel (cancel(), timeout, Ctrl-C), and a
+correct run after a cancelled one; nvcc compiles the CUDA text; on a GPU, a cancelled kernel leaves every block."""
+
+import _thread
+import signal
+import threading
+import time
+import warnings
+
+import dace
+import numpy as np
+import pytest
+
+import dace_cpufree
+from dace_cpufree.runtime import build
+
+N = dace.symbol("N")
+
+
+@dace.program
+def jacobi_reporting(A: dace.float64[N], B: dace.float64[N], T: dace.int64):
+    for t in range(T):
+        B[1:-1] = 0.5 * (A[:-2] + A[2:])
+        A[1:-1] = 0.5 * (B[:-2] + B[2:])
+        dace_cpufree.progress(t + 1, T)
+        dace_cpufree.notify("iteration", t)
+
+
+@dace.program
+def jacobi_plain(A: dace.float64[N], B: dace.float64[N], T: dace.int64):
+    for _ in range(T):
+        B[1:-1] = 0.5 * (A[:-2] + A[2:])
+        A[1:-1] = 0.5 * (B[:-2] + B[2:])
+
+
+def reference(A, B, T):
+    A, B = A.copy(), B.copy()
+    for _ in range(T):
+        B[1:-1] = 0.5 * (A[:-2] + A[2:])
+        A[1:-1] = 0.5 * (B[:-2] + B[2:])
+    return A, B
+
+
+def inputs(n=2000):
+    rng = np.random.default_rng(0)
+    return rng.random(n), rng.random(n)
+
+
+def check_correct(run, T=25):
+    A, B = inputs(200)
+    want = reference(A, B, T)
+    run(A, B, T)
+    np.testing.assert_allclose(A, want[0])
+    np.testing.assert_allclose(B, want[1])
+
+
+@pytest.fixture(scope="module")
+def reporting():
+    return dace_cpufree.compile(jacobi_reporting, backend="emulate", notify_ring=64)
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return dace_cpufree.compile(jacobi_plain, backend="emulate", channel=True)
+
+
+def test_progress_reaches_the_callback_in_order(reporting):
+    seen = []
+    reporting.on_progress(lambda done, total: seen.append((done, total)))
+    A, B = inputs(20000)
+    T = 400
+    want = reference(A, B, T)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # notifications dropped: not this test's subject
+        reporting(A, B, T)
+    reporting._progress_callbacks.clear()
+    np.testing.assert_allclose(A, want[0])
+    assert seen[-1] == (T, T)
+    assert all(total == T for _, total in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_automatic_progress_of_the_time_loop(capsys):
+    run = dace_cpufree.compile(jacobi_plain, backend="emulate", progress="text")
+    seen = []
+    run.on_progress(lambda done, total: seen.append((done, total)))
+    check_correct(run, T=30)
+    assert seen and seen[-1] == (30, 30)
+    assert "jacobi_plain" in capsys.readouterr().err  # the text bar
+
+
+def test_notifications_in_order_and_a_full_ring_drops():
+    run = dace_cpufree.compile(jacobi_reporting, backend="emulate", notify_ring=4)
+    got = []
+
+    def slow(tag, value):
+        got.append((tag, value))
+        time.sleep(0.002)
+
+    run.on_notify(slow)
+    A, B = inputs(2000)
+    with pytest.warns(RuntimeWarning, match="dropped"):
+        run(A, B, 500)
+    values = [v for _, v in got]
+    assert all(tag == "iteration" for tag, _ in got)
+    assert values == sorted(values) and len(set(values)) == len(values)
+    assert values[0] == 0.0 and 4 <= len(values) < 500
+
+
+def test_notifications_all_delivered_when_the_ring_keeps_up(reporting):
+    got = []
+    reporting.on_notify(lambda tag, value: got.append(value))
+    A, B = inputs(200)
+    reporting(A, B, 50)
+    reporting._notify_callbacks.clear()
+    assert got == [float(t) for t in range(50)]
+
+
+def test_cancel_from_another_thread_then_a_correct_run(plain):
+    A, B = inputs()
+    timer = threading.Timer(0.3, plain.cancel)
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(dace_cpufree.KernelCancelled) as err:
+        plain(A, B, 10**9)
+    timer.join()
+    assert time.monotonic() - start < 10
+    assert err.value.reason == "cancel()" and err.value.syncs > 0
+    assert "grid sync" in err.value.site or "loop" in err.value.site
+    check_correct(plain)
+
+
+def test_timeout_then_a_correct_run():
+    run = dace_cpufree.compile(jacobi_plain, backend="emulate", timeout=0.3, progress="text")
+    A, B = inputs()
+    with pytest.raises(dace_cpufree.KernelCancelled, match="timeout") as err:
+        run(A, B, 10**9)
+    done, total = err.value.progress
+    assert total == 10**9 and 0 < done < total  # the step reached
+    run.timeout = None
+    check_correct(run)
+
+
+@pytest.mark.parametrize("how", ["raise_signal", "interrupt_main"])
+def test_ctrl_c_stops_the_kernel_then_a_correct_run(plain, how):
+    send = (lambda: signal.raise_signal(signal.SIGINT)) if how == "raise_signal" else _thread.interrupt_main
+    handler = signal.getsignal(signal.SIGINT)
+    A, B = inputs()
+    timer = threading.Timer(0.3, send)
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        plain(A, B, 10**9)
+    timer.join()
+    assert time.monotonic() - start < 10
+    assert signal.getsignal(signal.SIGINT) is handler  # restored after the call
+    check_correct(plain)
+
+
+def test_without_the_channel_nothing_is_printed():
+    source = dace_cpufree.kernel_source(jacobi_plain)
+    assert getattr(source, "channel", None) is None and "CPUFREE_CHANNEL" not in source.code
+    run = dace_cpufree.compile(jacobi_plain, backend="emulate")
+    with pytest.raises(dace_cpufree.CpufreeError, match="without the device <-> host channel"):
+        run.cancel()
+
+
+def test_calls_from_python_raise():
+    with pytest.raises(dace_cpufree.CpufreeError, match="inside a @dace.program"):
+        dace_cpufree.progress(1, 2)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("program", [jacobi_reporting, jacobi_plain])
+def test_nvcc_compiles_the_channel(program):
+    source = dace_cpufree.kernel_source(program, progress=True)
+    assert source.channel is not None and source.channel.sites
+    library = build(source.code, f"nvcc_channel_{program.name}", "cuda")
+    assert library.exists()
+
+
+@pytest.mark.gpu
+def test_gpu_cancel_leaves_every_block_then_a_correct_run():
+    run = dace_cpufree.compile(jacobi_reporting, timeout=0.5)
+    A, B = inputs(1 << 20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(dace_cpufree.KernelCancelled):
+            run(A, B, 10**9)
+        run.timeout = None
+        check_correct(run)

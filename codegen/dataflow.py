@@ -24,7 +24,8 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     """A tasklet outside any map: scalar work done by the leader thread.
 
     A library expansion may ask for other executors through the tasklet's ``location``:
-    ``cpufree_executor`` = ``"block"`` (all threads of one block, for block-cooperative calls) or
+    ``cpufree_executor`` = ``"grid"`` (every thread of the grid: a collective call such as a matrix product),
+    ``"block"`` (all threads of one block, for block-cooperative calls) or
     ``"thread"`` (thread 0 of one block), on block ``cpufree_block`` modulo the grid size, ``"each"`` (in every
     block, thread ``cpufree_block * warpSize`` modulo the block: a wait that each block makes for itself), or
     ``"blocks"``: every block ``b`` with ``b % L == cpufree_block % L``, ``L`` = min(``cpufree_lanes``, grid)
@@ -50,6 +51,10 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     reads, writes = frozenset(reads), frozenset(writes)
     kind = str(location.get("cpufree_executor", "leader"))
     block = int(str(location.get("cpufree_block", 0)))
+    if kind == "grid":  # a collective device-library call that every thread makes (a matrix product)
+        item = Item(f"tasklet {node.label}", code, reads, writes, Executor.GRID, strategy="every thread of the grid")
+        item.regions = tuple(regions)
+        return item
     if kind == "leader" and block == 0:
         return Item(
             f"tasklet {node.label}", ["if (__tid == 0) {"] + indent(code) + ["}"], reads, writes, Executor.LEADER
@@ -87,8 +92,8 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
         executor = Executor.THREAD
     else:
         raise NotPersistableError(
-            f"tasklet '{node.label}' asks for executor '{kind}'. Fix: use 'blocks', 'block', 'each', 'thread' or "
-            "'leader'."
+            f"tasklet '{node.label}' asks for executor '{kind}'. Fix: use 'grid', 'blocks', 'block', 'each', "
+            "'thread' or 'leader'."
         )
     item = Item(f"tasklet {node.label}", code, reads, writes, executor, strategy=strategy, block=block)
     item.regions = tuple(regions)

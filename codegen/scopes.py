@@ -83,6 +83,8 @@ class ScopeWriter:
                 continue
             ctype = node.in_connectors[edge.dst_conn]
             defined[edge.dst_conn] = ctype
+            if is_pointer(ctype) and edge.dst_conn in node.out_connectors:
+                continue  # read and written through one pointer (C of a product): bound as the output
             pre.append(self._bind_input(edge, ctype))
         for edge in state.out_edges(node):
             if edge.data.is_empty() or edge.src_conn is None:

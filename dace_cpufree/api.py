@@ -192,7 +192,13 @@ def compile(  # noqa: A001 - the API's name
     source = _source(sdfg, opts)
     try:
         library = build(
-            source.code, sdfg.name, backend, shmem=shmem, full_blocks=source.direct_stores, race_check=opts.race_check
+            source.code,
+            sdfg.name,
+            backend,
+            shmem=shmem,
+            full_blocks=source.direct_stores,
+            race_check=opts.race_check,
+            environments=source.environments,
         )
     except BuildError as err:
         where = (source.step_sources or {}).get(err.step)

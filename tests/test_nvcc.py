@@ -12,5 +12,5 @@ from npbench_runs.kernels import KERNELS
 @pytest.mark.parametrize("name", kernel_params())
 def test_nvcc_compiles_generated_code(name):
     source = dace_cpufree.kernel_source(KERNELS[name].program)
-    library = build(source.code, f"nvcc_{name}", "cuda")
+    library = build(source.code, f"nvcc_{name}", "cuda", environments=source.environments)
     assert library.exists() and library.stat().st_size > 0

@@ -4,10 +4,12 @@ from .communication import PrepareCommunication
 from .early_puts import SplitForEarlyPuts
 from .expand_libraries import ExpandLibraryNodesToDataflow
 from .fuse_persistent import FusePersistentKernel, check_persistable
+from .gemm import ExpandGemmCpufree
 from .schedule import PERSISTENT_SCHEDULE
 from .schedule_threads import ScheduleThreads
 
 __all__ = [
+    "ExpandGemmCpufree",
     "ExpandLibraryNodesToDataflow",
     "FusePersistentKernel",
     "PERSISTENT_SCHEDULE",

@@ -10,15 +10,18 @@ from dace.transformation import pass_pipeline as ppl
 
 from dace_cpufree.errors import NotPersistableError
 
-#: Implementations whose expansion is plain maps and tasklets, in order of preference.
-DEVICE_IMPLEMENTATIONS = ("pure", "specialize")
+#: Implementations that run inside a persistent kernel, in order of preference: ours (a grid-wide library call,
+#: e.g. matrix products: :mod:`.gemm`; it falls back to ``pure`` where it does not apply), then plain maps and
+#: tasklets.
+DEVICE_IMPLEMENTATIONS = ("cpufree", "pure", "specialize")
 
 
 class ExpandLibraryNodesToDataflow(ppl.Pass):
     """Expands every library node into maps and tasklets, recursively.
 
     Library calls such as cuBLAS cannot be made from inside a persistent kernel, so each node is
-    expanded with its ``pure`` (or ``specialize``) implementation until none is left. A node with
+    expanded with our device implementation where there is one (``cpufree``), else its ``pure`` (or
+    ``specialize``) implementation, until none is left. A node with
     no such implementation is rejected with an error that names it.
     """
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from dace_cpufree.errors import BuildError
 from dace_cpufree.options import RACE_ORDERS, env
 
+from . import mathdx
 from .shmem_build import shmem_flags
 
 INCLUDE_DIR = Path(__file__).parent / "include"
@@ -181,15 +182,20 @@ def build(
     shmem: bool = False,
     full_blocks: bool = False,
     race_check: str | None = None,
+    environments: tuple = (),
 ) -> Path:
     """Compiles ``code`` (cached by content and command) and returns the library or object path.
 
     :param shmem: the code calls NVSHMEM / ROC_SHMEM: relocatable device code, device-linked against it.
     :param full_blocks: the kernel is declared ``CPUFREE_FULL_BLOCKS`` (``KernelSource.direct_stores``).
     :param race_check: an emulation build with the race checker, threads run in this order (``RACE_ORDERS``).
+    :param environments: the DaCe environments of the kernel's tasklets (``KernelSource.environments``): the
+                         device library of matrix products adds its include folders (:mod:`.mathdx`).
     """
     suffix = {"cuda": ".cu", "hip": ".hip.cpp", "emulate": ".cpp"}[backend]
     flags = full_block_flags(full_blocks) + extra_nvcc_flags() if backend == "cuda" else []
+    if backend == "cuda" and mathdx.ENVIRONMENT in environments:
+        flags = mathdx.nvcc_flags() + flags
     if race_check is not None:
         if backend != "emulate":
             raise BuildError(f"race checking runs in the host emulation, not on {backend}. Fix: backend='emulate'.")

@@ -1,0 +1,379 @@
+// Device-side dense matrix product for persistent kernels:
+//
+//     cpufree::gemm(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc)
+//
+// computes C = alpha * op(A) @ op(B) + beta * C on row-major (NumPy, C-order) arrays, op(X) = X or X.T,
+// C is M x N. Every thread of every block of the cooperative grid calls it with the same arguments; it
+// returns without a grid sync of its own (the caller syncs before C is read). BLAS convention: beta == 0
+// does not read C (an uninitialised output is fine; NaN in C does not leak through).
+//
+// CUDA: built on cuBLASDx (wheel nvidia-mathdx; its headers and the CUTLASS/CuTe copy it ships must be on
+// the include path, and cuBLASDx needs nvcc's --expt-relaxed-constexpr). Each block computes output tiles
+// (grid-stride over tiles), staging A and B tiles through a multi-stage cp.async pipeline in static shared
+// memory, and cuBLASDx's block GEMM accumulates in registers: FP64 runs on the DMMA tensor cores (sm_80+),
+// FP32 on FFMA as cuBLAS does by default (no TF32). When the output has fewer tiles than the grid has blocks,
+// K is split over blocks: C is first scaled by beta, one grid sync, then the partial products are added
+// atomically (so results may then differ from run to run in the last bits).
+//
+// Other element types (integers), HIP, and builds with -DCPUFREE_GEMM_PLAIN (no MathDx headers at hand)
+// take a plain grid-stride loop nest with the same semantics.
+// CPUFREE_EMULATE (host C++): the same plain loops on the host, any arithmetic T.
+#pragma once
+
+#if defined(CPUFREE_EMULATE)
+#include "emulate.h"
+#elif defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#ifndef CPUFREE_GEMM_PLAIN
+#define CPUFREE_GEMM_PLAIN
+#endif
+#else
+#include <cooperative_groups.h>
+#ifndef CPUFREE_GEMM_PLAIN
+// -I <nvidia-mathdx wheel>/nvidia/mathdx/include -I <nvidia-mathdx wheel>/nvidia/mathdx/external/cutlass/include
+#include <cublasdx.hpp>
+#endif
+#endif
+
+namespace cpufree {
+
+// ---- Tile configuration -------------------------------------------------------------------------------
+// One output tile is TileM x TileN; K advances TileK at a time through Stages shared-memory buffers.
+// Threads is the block size cuBLASDx's block GEMM is built for; a block may be larger (extra threads
+// help staging tiles and otherwise wait at the barriers), never smaller.
+template <int TileM_, int TileN_, int TileK_, int Threads_, int Stages_>
+struct GemmTile {
+    static constexpr int kTileM = TileM_, kTileN = TileN_, kTileK = TileK_;
+    static constexpr int kThreads = Threads_;
+    static constexpr int kStages = Stages_;
+};
+
+// Element types that take the cuBLASDx tensor path; any other T (integers) takes a plain loop nest.
+template <typename T> struct gemm_uses_library { static constexpr bool value = false; };
+#if !defined(CPUFREE_EMULATE) && !defined(CPUFREE_GEMM_PLAIN)
+template <> struct gemm_uses_library<double> { static constexpr bool value = true; };
+template <> struct gemm_uses_library<float> { static constexpr bool value = true; };
+#endif
+
+// Defaults per element type, chosen so that the accumulator tile stays near 32 values per thread (a fused
+// kernel carries every step's registers) and the static shared memory stays well under the 48 KiB a
+// block may declare statically. The generic entry only serves the facts of the plain path.
+template <typename T> struct GemmDefault { using type = GemmTile<64, 64, 16, 128, 2>; };
+template <> struct GemmDefault<double> { using type = GemmTile<64, 64, 16, 128, 2>; };  // 32 KiB shared
+template <> struct GemmDefault<float> { using type = GemmTile<128, 128, 8, 256, 2>; };  // 16 KiB shared
+
+// Facts for the launcher: the fewest threads a block calling gemm<T> needs (a block may be larger), and
+// the static shared memory the call declares (the occupancy query already counts it; listed for budgets).
+// The plain path of other types needs one warp and no shared memory.
+template <typename T, typename Tile = typename GemmDefault<T>::type>
+__host__ __device__ constexpr int gemm_threads() {
+    return gemm_uses_library<T>::value ? Tile::kThreads : 32;
+}
+template <typename T, typename Tile = typename GemmDefault<T>::type>
+__host__ __device__ constexpr unsigned long long gemm_shared_bytes() {
+    return gemm_uses_library<T>::value
+               ? (unsigned long long)Tile::kStages * (Tile::kTileM + Tile::kTileN) * Tile::kTileK * sizeof(T)
+               : 0;
+}
+
+#if defined(CPUFREE_EMULATE)
+
+// ---- Host emulation: the definition, in plain loops ------------------------------------------------
+// Grid-stride over the elements of C like the device's plain path, so that the race checker's threads share
+// the work; the pointers are generic so that its recording arrays (racecheck.h) see every access.
+template <typename T, typename Tile = typename GemmDefault<T>::type, typename PA, typename PB, typename PC>
+inline void gemm(long long M, long long N, long long K, T alpha, PA A, long long lda, bool transA, PB B,
+                 long long ldb, bool transB, T beta, PC C, long long ldc) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < M * N; e += stride) {
+        const long long i = e / N, j = e % N;
+        T sum = T(0);
+        for (long long k = 0; k < K; ++k) {
+            const T a = transA ? T(A[k * lda + i]) : T(A[i * lda + k]);
+            const T b = transB ? T(B[j * ldb + k]) : T(B[k * ldb + j]);
+            sum += a * b;
+        }
+        C[i * ldc + j] = beta == T(0) ? alpha * sum : alpha * sum + beta * T(C[i * ldc + j]);
+    }
+}
+
+#else  // CUDA, HIP
+
+namespace gemm_detail {
+
+// Plain path (integer types, builds without MathDx): one C element per thread, grid-stride, no shared memory.
+template <typename T>
+__device__ void gemm_plain(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
+                           const T *B, long long ldb, bool transB, T beta, T *C, long long ldc) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < M * N; e += stride) {
+        const long long i = e / N, j = e % N;
+        T sum = T(0);
+        for (long long k = 0; k < K; ++k)
+            sum += (transA ? A[k * lda + i] : A[i * lda + k]) * (transB ? B[j * ldb + k] : B[k * ldb + j]);
+        T &c = C[i * ldc + j];
+        c = beta == T(0) ? alpha * sum : alpha * sum + beta * c;
+    }
+}
+
+#if !defined(CPUFREE_GEMM_PLAIN)
+
+// The cuBLASDx architecture tag for the code being compiled: the newest one it knows not above the
+// target. The host pass (no __CUDA_ARCH__) never runs this code; it only needs some valid value.
+__host__ __device__ constexpr unsigned cublasdx_sm() {
+#if defined(__CUDA_ARCH__)
+    constexpr unsigned arch = __CUDA_ARCH__;
+#else
+    constexpr unsigned arch = 800;
+#endif
+    return arch >= 1200 ? 1200 : arch >= 1000 ? 1000 : arch >= 900 ? 900 : arch >= 890 ? 890
+         : arch >= 860 ? 860 : arch >= 800 ? 800 : arch >= 750 ? 750 : 700;
+}
+
+// cuBLASDx's description of one tile product: shared-memory A (TileM x TileK) and B (TileK x TileN),
+// A K-contiguous and B N-contiguous (the layouts of untransposed NumPy operands), C row-major,
+// 16-byte aligned buffers, C accumulated in registers.
+template <typename T, typename Tile>
+using BlockGemm = decltype(cublasdx::Size<Tile::kTileM, Tile::kTileN, Tile::kTileK>() +
+                           cublasdx::Precision<T>() + cublasdx::Type<cublasdx::type::real>() +
+                           cublasdx::Function<cublasdx::function::MM>() +
+                           cublasdx::Arrangement<cublasdx::row_major, cublasdx::row_major, cublasdx::row_major>() +
+                           cublasdx::MaxAlignment() + cublasdx::SM<cublasdx_sm()>() + cublasdx::Block() +
+                           cublasdx::BlockDim<Tile::kThreads>());
+
+// How the grid's blocks share the work: output tiles, each optionally split into `splits` K ranges.
+struct Schedule {
+    long long tiles_m, tiles_n, tiles;
+    long long k_tiles;           // TileK steps in all of K
+    long long splits;            // K ranges per output tile (1: no split-K)
+    long long k_tiles_per_split;
+};
+
+// Fewest TileK steps a K range keeps when split: below this, the atomics cost more than the extra blocks win.
+constexpr long long kMinKTilesPerSplit = 8;
+// Output tiles are visited in bands of this many tile rows, column by column inside a band, so the
+// blocks running at once share A rows and B columns in L2.
+constexpr long long kBandTileRows = 8;
+
+template <typename Tile>
+__device__ inline Schedule make_schedule(long long M, long long N, long long K) {
+    Schedule s;
+    s.tiles_m = (M + Tile::kTileM - 1) / Tile::kTileM;
+    s.tiles_n = (N + Tile::kTileN - 1) / Tile::kTileN;
+    s.tiles = s.tiles_m * s.tiles_n;
+    s.k_tiles = (K + Tile::kTileK - 1) / Tile::kTileK;
+    s.splits = 1;
+    const long long blocks = gridDim.x;
+    if (s.tiles > 0 && s.tiles < blocks) {
+        const long long by_blocks = blocks / s.tiles;
+        const long long by_depth = s.k_tiles / kMinKTilesPerSplit;
+        s.splits = by_blocks < by_depth ? by_blocks : by_depth;
+        if (s.splits < 1) s.splits = 1;
+    }
+    s.k_tiles_per_split = (s.k_tiles + s.splits - 1) / s.splits;
+    return s;
+}
+
+// Tile index -> (tile row, tile column), banded for L2 reuse (see kBandTileRows).
+__device__ inline void tile_coords(const Schedule &s, long long tile, long long &tm, long long &tn) {
+    const long long band_size = kBandTileRows * s.tiles_n;
+    const long long band = tile / band_size;
+    const long long first_row = band * kBandTileRows;
+    const long long rows = (s.tiles_m - first_row) < kBandTileRows ? (s.tiles_m - first_row) : kBandTileRows;
+    const long long in_band = tile - band * band_size;
+    tm = first_row + in_band % rows;
+    tn = in_band / rows;
+}
+
+// One element (or one 16-byte vector) from global into shared memory, zero when outside the matrix.
+// sm_80+: asynchronous (cp.async, completed by cute::cp_async_wait); older: a plain load and store.
+template <typename V>
+__device__ inline void stage_copy(const V *src, V *dst, bool inside) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    cute::SM80_CP_ASYNC_CACHEALWAYS_ZFILL<V, V>::copy(*src, *dst, inside);
+#else
+    *dst = inside ? *src : V{};
+#endif
+}
+
+// Shared-memory tiles come with cuBLASDx's suggested (swizzled) layouts. A copy of VecElems consecutive
+// elements along a row of the tile can be one 16-byte cp.async when the layout keeps them adjacent and
+// aligned there: checked once at compile time over the whole tile.
+template <typename Layout, int Rows, int Cols, int VecElems>
+__host__ __device__ constexpr bool rows_vectorizable() {
+    if (Cols % VecElems != 0) return false;
+    constexpr Layout layout{};
+    for (int r = 0; r < Rows; ++r)
+        for (int c = 0; c < Cols; c += VecElems) {
+            const int base = int(layout(r, c));
+            if (base % VecElems != 0) return false;
+            for (int v = 1; v < VecElems; ++v)
+                if (int(layout(r, c + v)) != base + v) return false;
+        }
+    return true;
+}
+
+// Stage a Rows x Cols tile of a row-major operand X (leading dimension ld) into shared memory with the
+// given layout. Tile element (r, c) is X[(row0 + r) * ld + col0 + c] or, transposed, X[(col0 + c) * ld
+// + row0 + r]; outside rows x cols it is zero. All threads of the block take part.
+template <typename T, int Rows, int Cols, typename Layout>
+__device__ inline void stage_tile(T *base, Layout layout, const T *X, long long ld, bool trans, long long row0,
+                                  long long col0, long long rows, long long cols, bool vec_ok) {
+    constexpr int kVec = 16 / int(sizeof(T));
+    const int tid = threadIdx.x, nthreads = blockDim.x;
+    if constexpr (rows_vectorizable<Layout, Rows, Cols, kVec>()) {
+        if (!trans && vec_ok) {  // 16-byte copies along the contiguous dimension
+            using Vec = cute::uint128_t;
+            for (int i = tid; i < Rows * Cols / kVec; i += nthreads) {
+                const int r = i / (Cols / kVec), c = (i % (Cols / kVec)) * kVec;
+                const long long gr = row0 + r, gc = col0 + c;
+                const bool inside = gr < rows && gc < cols;  // vec_ok: cols is a multiple of kVec
+                const T *src = inside ? X + gr * ld + gc : X;
+                stage_copy(reinterpret_cast<const Vec *>(src), reinterpret_cast<Vec *>(base + layout(r, c)),
+                           inside);
+            }
+            return;
+        }
+    }
+    if (!trans) {  // element copies, consecutive threads along a row (the contiguous dimension)
+        for (int i = tid; i < Rows * Cols; i += nthreads) {
+            const int r = i / Cols, c = i % Cols;
+            const long long gr = row0 + r, gc = col0 + c;
+            const bool inside = gr < rows && gc < cols;
+            stage_copy(inside ? X + gr * ld + gc : X, base + layout(r, c), inside);
+        }
+    } else {  // transposed operand: consecutive threads down a column (contiguous in X)
+        for (int i = tid; i < Rows * Cols; i += nthreads) {
+            const int r = i % Rows, c = i / Rows;
+            const long long gr = row0 + r, gc = col0 + c;
+            const bool inside = gr < rows && gc < cols;
+            stage_copy(inside ? X + gc * ld + gr : X, base + layout(r, c), inside);
+        }
+    }
+}
+
+// Whether 16-byte copies are safe for an untransposed operand: its rows start 16-byte aligned and its
+// column count is a multiple of the vector (so a vector is wholly inside or wholly outside).
+template <typename T>
+__device__ inline bool vector_copies_ok(const T *X, long long ld, long long cols) {
+    constexpr long long kVec = 16 / sizeof(T);
+    return (reinterpret_cast<unsigned long long>(X) % 16 == 0) && ld % kVec == 0 && cols % kVec == 0;
+}
+
+// C = beta * C over the whole matrix (all threads of the grid): the first half of split-K.
+template <typename T>
+__device__ inline void scale_output(long long M, long long N, T beta, T *C, long long ldc) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < M * N; i += stride) {
+        T &c = C[(i / N) * ldc + i % N];
+        c = beta == T(0) ? T(0) : beta * c;
+    }
+}
+
+// Tensor path (double, float): tiles through shared memory into cuBLASDx's block GEMM.
+template <typename T, typename Tile>
+__device__ void gemm_tensor(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
+                            const T *B, long long ldb, bool transB, T beta, T *C, long long ldc) {
+    using BLAS = BlockGemm<T, Tile>;
+    constexpr int TM = Tile::kTileM, TN = Tile::kTileN, TK = Tile::kTileK, kStages = Tile::kStages;
+    constexpr int kStageA = TM * TK, kStageB = TK * TN;
+
+    // Static, so the occupancy query of the launcher sees it; 16-byte aligned for vector copies.
+    __shared__ __align__(16) T smem_a[kStages * kStageA];
+    __shared__ __align__(16) T smem_b[kStages * kStageB];
+    static_assert(sizeof(smem_a) + sizeof(smem_b) == gemm_shared_bytes<T, Tile>(), "shared bytes fact");
+
+    const auto layout_a = BLAS::suggest_layout_smem_a();
+    const auto layout_b = BLAS::suggest_layout_smem_b();
+    static_assert(cute::cosize(decltype(layout_a.layout){}) <= kStageA, "A layout exceeds its stage buffer");
+    static_assert(cute::cosize(decltype(layout_b.layout){}) <= kStageB, "B layout exceeds its stage buffer");
+
+    const Schedule s = make_schedule<Tile>(M, N, K);
+    if (s.splits > 1) {  // split-K: C = beta * C first, so every K range only adds its part
+        scale_output(M, N, beta, C, ldc);
+        cooperative_groups::this_grid().sync();
+    }
+
+    // Operand extents as staged: op(A) is M x K, op(B) is K x N.
+    const bool vec_a = !transA && vector_copies_ok(A, lda, K);
+    const bool vec_b = !transB && vector_copies_ok(B, ldb, N);
+
+    const long long work = s.tiles * s.splits;
+    for (long long w = blockIdx.x; w < work; w += gridDim.x) {
+        long long tm, tn;
+        tile_coords(s, w / s.splits, tm, tn);
+        const long long split = w % s.splits;
+        const long long m0 = tm * TM, n0 = tn * TN;
+        const long long kt_begin = split * s.k_tiles_per_split;
+        long long kt_end = kt_begin + s.k_tiles_per_split;
+        if (kt_end > s.k_tiles) kt_end = s.k_tiles;
+        const long long nk = kt_end > kt_begin ? kt_end - kt_begin : 0;
+
+        auto stage = [&](long long step) {  // copy K step `step` of this range into its stage buffer
+            const int buf = int(step % kStages);
+            const long long k0 = (kt_begin + step) * TK;
+            stage_tile<T, TM, TK>(smem_a + buf * kStageA, layout_a.layout, A, lda, transA, m0, k0, M, K, vec_a);
+            stage_tile<T, TK, TN>(smem_b + buf * kStageB, layout_b.layout, B, ldb, transB, k0, n0, K, N, vec_b);
+        };
+
+        auto partitioner = BLAS::suggest_partitioner();
+        auto acc = partitioner.make_accumulator_fragment();
+        cublasdx::clear(acc);
+
+        // Pipeline: kStages - 1 steps in flight ahead of the one being multiplied. Every thread commits
+        // one cp.async group per step (empty ones too), so wait<kStages - 2> means "step kt has landed".
+        for (int p = 0; p < kStages - 1; ++p) {
+            if (p < nk) stage(p);
+            cute::cp_async_fence();
+        }
+        for (long long kt = 0; kt < nk; ++kt) {
+            cute::cp_async_wait<kStages - 2>();
+            __syncthreads();  // step kt visible to all; the buffer step kt - 1 used is free again
+            if (kt + kStages - 1 < nk) stage(kt + kStages - 1);
+            cute::cp_async_fence();
+            const int buf = int(kt % kStages);
+            auto sa = cublasdx::make_tensor(smem_a + buf * kStageA, layout_a);
+            auto sb = cublasdx::make_tensor(smem_b + buf * kStageB, layout_b);
+            BLAS().execute(sa, sb, acc);  // threads past BLAS's own block size skip inside
+        }
+        cute::cp_async_wait<0>();
+
+        // Epilogue straight from registers: each thread writes the C elements its fragment holds.
+        if (partitioner.is_thread_active()) {
+            for (int i = 0; i < cute::size(acc); ++i) {
+                const auto mn = partitioner.map_fragment_index(i);
+                const long long gm = m0 + cute::get<0>(mn), gn = n0 + cute::get<1>(mn);
+                if (gm < M && gn < N) {
+                    T *c = C + gm * ldc + gn;
+                    const T part = alpha * acc(i);
+                    if (s.splits > 1) atomicAdd(c, part);
+                    else *c = beta == T(0) ? part : part + beta * *c;
+                }
+            }
+        }
+        __syncthreads();  // the next tile (or the caller's next gemm) refills the shared buffers
+    }
+}
+
+#endif  // !CPUFREE_GEMM_PLAIN
+
+}  // namespace gemm_detail
+
+template <typename T, typename Tile = typename GemmDefault<T>::type>
+__device__ void gemm(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
+                     const T *B, long long ldb, bool transB, T beta, T *C, long long ldc) {
+#if !defined(CPUFREE_GEMM_PLAIN)
+    // A block smaller than the tile's thread count would leave parts of cuBLASDx's tile product undone:
+    // such a launch takes the (slow, correct) plain path. The launcher avoids it with gemm_threads<T>().
+    if constexpr (gemm_uses_library<T>::value) {
+        if (blockDim.x >= Tile::kThreads)
+            gemm_detail::gemm_tensor<T, Tile>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
+        else
+            gemm_detail::gemm_plain<T>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
+    } else
+#endif
+        gemm_detail::gemm_plain<T>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
+}
+
+#endif  // CPUFREE_EMULATE
+
+}  // namespace cpufree

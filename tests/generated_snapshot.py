@@ -4,7 +4,7 @@ each, so that a change to the compiler can be compared with the code before it (
     python tests/generated_snapshot.py OUT_DIR
 
 Configurations: each kernel of ``npbench_runs/kernels`` with the thread scheduler on and off, for CUDA and HIP;
-both multi-GPU stencils (plain and overlapped forms) for CUDA (proxy and direct-store transports) and HIP.
+the multi-GPU stencils (plain and overlapped forms) for CUDA (proxy and direct-store transports) and HIP.
 A configuration the compiler refuses is written as a ``.error`` file with the message.
 """
 
@@ -17,14 +17,14 @@ from pathlib import Path
 def configurations():
     """``(file name, program, keyword arguments of generate_code)`` of every configuration."""
     from npbench_runs.kernels import KERNELS
-    from npbench_runs.multigpu import jacobi_2d, jacobi_3d
+    from npbench_runs.multigpu import jacobi_2d, jacobi_3d, jacobi_3d_grid
 
     for name in sorted(KERNELS):
         for backend in ("cuda", "hip"):
             for scheduler in (True, False):
                 tag = "sched" if scheduler else "plain"
                 yield f"{name}.{tag}.{backend}", KERNELS[name].program, {"backend": backend, "scheduler": scheduler}
-    for module in (jacobi_2d, jacobi_3d):
+    for module in (jacobi_2d, jacobi_3d, jacobi_3d_grid):
         stencil = module.__name__.rsplit(".", 1)[1]
         for form in ("plain", "overlapped"):
             program = getattr(module, form)

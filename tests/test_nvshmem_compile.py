@@ -122,7 +122,11 @@ def test_direct_store_kernels_fit_full_blocks(name, form, tmp_path):
     """A direct-store kernel is declared CPUFREE_FULL_BLOCKS, so after the device link one block of 1024
     threads (sm_90's limit, the build's default without a GPU) fits in sm_90's 65536 registers per SM:
     64 per thread at most. Without the bound Jacobi 2-D overlapped linked at 66 and ran 512-thread blocks."""
-    sizes = dict(LX=1026, LY=1026, PY=2) if name == "jacobi_2d" else dict(LX=130, N=258)
+    sizes = {
+        "jacobi_2d": dict(LX=1026, LY=1026, PY=2),
+        "jacobi_3d": dict(LX=130, N=258),
+        "jacobi_3d_grid": dict(LX=130, LY=130, LZ=130, PY=2, PZ=2),
+    }[name]
     registers = _linked_registers(getattr(PROGRAMS[name], form), "p2p", tmp_path, sizes)
     assert registers <= 65536 // 1024, registers
 

@@ -2,6 +2,7 @@
 
     mpirun -np 4 python -m npbench_runs.multigpu.run --program jacobi_2d --form plain --n 258 --steps 50
     mpirun -np 4 python -m npbench_runs.multigpu.run --framework dace_mpi --program jacobi_2d --n 258
+    mpirun -np 8 python -m npbench_runs.multigpu.run --program jacobi_3d_grid --form plain --n 258 --steps 50
 
 Every process builds the global input, takes its tile, runs it on its GPU (one process per GPU), and
 rank 0 gathers the tiles (mpi4py) and compares the global result with NumPy's. ``--framework cpufree``
@@ -135,6 +136,8 @@ def run(
     else:
         from . import dace_mpi
 
+        if program not in dace_mpi.PROGRAMS:
+            raise ValueError(f"{program} has no DaCe + MPI baseline (it has {', '.join(sorted(dace_mpi.PROGRAMS))}).")
         a, b, fields = dace_mpi.run(program, A, B, steps, repeat, device)
         slope_ms = dace_mpi.run(program, A, B, slope_steps, repeat, device)[2]["call_ms"] if slope_steps else None
         fields = _per_step(fields, steps, fields["call_ms"], slope_steps, slope_ms)
@@ -200,7 +203,7 @@ def main(argv=None) -> int:
     parser.add_argument("--program", choices=sorted(PROGRAMS), default="jacobi_2d")
     parser.add_argument("--form", choices=FORMS, default="plain")
     parser.add_argument("--n", type=int, default=130, help="global domain size N (N x N or N x N x N)")
-    parser.add_argument("--nx", type=int, default=None, help="jacobi_3d: extent of the split (first) axis, default N")
+    parser.add_argument("--nx", type=int, default=None, help="jacobi_3d(_grid): extent of the first axis, default N")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument(

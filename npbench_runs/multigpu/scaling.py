@@ -36,8 +36,11 @@ from pathlib import Path
 #: put + signal + grid sync per step, 2 x H200 over NVLink (shared/gpu-host/README.md).
 FLOOR_US = 3.32
 
-WEAK = {"jacobi_2d": 1026, "jacobi_3d": 130}  # tile interior per GPU side (2-D: per process-grid side)
-STRONG = {"jacobi_2d": 4098, "jacobi_3d": 258}
+# tile interior per GPU side (2-D: per process-grid side)
+WEAK = {"jacobi_2d": 1026, "jacobi_3d": 130, "jacobi_3d_grid": 130}
+STRONG = {"jacobi_2d": 4098, "jacobi_3d": 258, "jacobi_3d_grid": 258}
+#: programs whose first axis may be longer or shorter than the others (``--size PROGRAM=NXxN``)
+SLABS = ("jacobi_3d", "jacobi_3d_grid")
 
 
 def _gpus() -> int:
@@ -54,6 +57,13 @@ def weak_n(program: str, gpus: int, tile: int | tuple[int, int] | None = None) -
     nx1, n = _shape(program, tile or WEAK[program])
     if program == "jacobi_3d":
         return n, (nx1 - 2) * gpus + 2
+    if program == "jacobi_3d_grid":
+        from .jacobi_3d_grid import process_grid
+
+        px, py, pz = process_grid(gpus)
+        if py != pz:
+            return None  # (2x2x1 at 4 GPUs) the trailing axes would differ: not an NX x N x N domain
+        return (n - 2) * py + 2, (nx1 - 2) * px + 2
     from .jacobi_2d import process_grid
 
     px, py = process_grid(gpus)
@@ -63,9 +73,9 @@ def weak_n(program: str, gpus: int, tile: int | tuple[int, int] | None = None) -
 
 
 def _shape(program: str, size: int | tuple[int, int]) -> tuple[int, int]:
-    """``(NX, N)`` of a size given as a side or as ``(NX, N)`` (jacobi_3d only: jacobi_2d's are square)."""
+    """``(NX, N)`` of a size given as a side or as ``(NX, N)`` (:data:`SLABS` only: jacobi_2d's are square)."""
     nx, n = size if isinstance(size, tuple) else (size, size)
-    if nx != n and program != "jacobi_3d":
+    if nx != n and program not in SLABS:
         raise ValueError(f"{program}: a {nx}x{n} domain is not square; give one side (e.g. {program}={n}).")
     return nx, n
 
@@ -199,8 +209,8 @@ def main(argv=None) -> int:
         default=[],
         type=parse_size,
         metavar="PROGRAM=N",
-        help="per program: the weak tile side (1 GPU) / the strong domain side, e.g. jacobi_2d=4098; jacobi_3d also "
-        "NXxN, a slab NX long on its split axis (weak: per GPU), e.g. jacobi_3d=1026x130",
+        help="per program: the weak tile side (1 GPU) / the strong domain side, e.g. jacobi_2d=4098; jacobi_3d "
+        "(and jacobi_3d_grid) also NXxN, a slab NX long on its split axis (weak: per GPU), e.g. jacobi_3d=1026x130",
     )
     parser.add_argument("--prebuild-jobs", type=int, default=os.cpu_count() or 1, help="parallel builds of ours first")
     args = parser.parse_args(argv)
@@ -208,7 +218,10 @@ def main(argv=None) -> int:
     gpus = args.gpus or [g for g in (1, 2, 4, 8) if g <= max(_gpus(), 1)]
     # NumPy's result per domain and step count, computed once for all GPU counts and frameworks
     os.environ.setdefault("DACE_CPUFREE_REF_CACHE", str(Path(tempfile.gettempdir()) / "cpufree_references"))
-    build = _start_dace_build(args.programs, args.build_timeout) if "dace_mpi" in args.frameworks else None
+    from .dace_mpi import PROGRAMS as WITH_BASELINE  # jacobi_3d_grid has no DaCe + MPI form: ours alone
+
+    baseline = [p for p in args.programs if p in WITH_BASELINE]
+    build = _start_dace_build(baseline, args.build_timeout) if "dace_mpi" in args.frameworks and baseline else None
     jobs = [("cpufree", form) for form in args.forms] if "cpufree" in args.frameworks else []
     jobs += [("dace_mpi", "mpi")] if build else []
     compile_s = None
@@ -222,6 +235,8 @@ def main(argv=None) -> int:
     # configurations outermost (weak first), frameworks inside: a run cut short still compares them
     for program, mode, g, n, nx in sorted(configs, key=lambda c: c[1] != "weak"):
         for framework, form in jobs:
+            if framework == "dace_mpi" and program not in WITH_BASELINE:
+                continue
             if framework == "dace_mpi" and compile_s is None:
                 compile_s = _finish_dace_build(build)
                 print(json.dumps({"dace_mpi_compile_s": compile_s}), flush=True)

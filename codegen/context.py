@@ -107,6 +107,13 @@ class KernelContext:
     def element(self, name: str, index: list) -> str:
         return f"{name}[{flat_offset(self.sdfg.arrays[name], index)}]"
 
+    def thread_owned(self, name: str, subset, owned: list[str]) -> bool:
+        """Whether a write-conflict-resolved write to ``name[subset]`` reaches a location no other thread writes:
+        the thread's own container, or one that the parameters ``owned`` (distributed over threads) determine."""
+        from .scopes import owns  # scopes imports this module
+
+        return name in self.local or owns(subset, owned)
+
     def _classify(self):
         sdfg = self.sdfg
         scoped, unscoped = set(), set()

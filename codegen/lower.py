@@ -191,9 +191,9 @@ def lower_sdfg(
 ) -> ir.Seq:
     """The kernel IR of the SDFG; with ``channel``, cancel points at loop heads (registered in ``facts``) and
     progress reported by the top-level loops when the spec asks for it."""
-    if any(isinstance(n, dace.nodes.NestedSDFG) for n, _ in ctx.sdfg.all_nodes_recursive()):
-        nested = next(n for n, _ in ctx.sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.NestedSDFG))
-        raise NotPersistableError(
-            f"nested SDFG '{nested.label}' could not be inlined; persistent kernels need a flat SDFG."
-        )
+    for node, state in ctx.sdfg.all_nodes_recursive():  # inside a map, one is a thread's code (nested.py)
+        if isinstance(node, dace.nodes.NestedSDFG) and state.sdfg is ctx.sdfg and state.entry_node(node) is None:
+            raise NotPersistableError(
+                f"nested SDFG '{node.label}' could not be inlined; persistent kernels need a flat SDFG outside maps."
+            )
     return lower_region(ctx, ctx.sdfg, Channel(channel, facts) if channel is not None else None)

@@ -15,6 +15,7 @@ from dace_cpufree.errors import NotPersistableError
 from .context import KernelContext, is_view_edge
 from .expressions import INDEX_T, cexpr, same_value, tasklet_code
 from .loops import decode_flat, indent, nested_loops
+from .nested import nested_code
 
 _WCR_OPS = {
     dtypes.ReductionType.Sum: "Sum",
@@ -64,6 +65,8 @@ class ScopeWriter:
                 for edge in self.state.out_edges(node):
                     if isinstance(edge.dst, nodes.MapExit) and not edge.data.is_empty():
                         lines += sequential_copy(self.ctx, self.state, edge, self.owned)
+            elif isinstance(node, nodes.NestedSDFG):
+                lines += nested_code(self, node)
             elif isinstance(node, nodes.MapExit):
                 continue
             else:
@@ -113,19 +116,21 @@ class ScopeWriter:
             return f"{'auto' if self.ctx.race_check else ctype.ctype} {edge.dst_conn} = &{target};"
         return f"const {ctype.ctype} {edge.dst_conn} = {target};"
 
-    def _write_output(self, node, edge, conn: str) -> str:
+    def _write_output(self, node, edge, conn: str, value: str | None = None) -> str:
+        """The store of output ``conn`` of ``node`` (its value: the variable ``value``, by default ``conn``)."""
         memlet = edge.data
+        value = value or conn
         if (node, conn) in self.sinks:
             var, op, started = self.sinks[(node, conn)]
-            update = f"cpufree::combine<{op}>({var}, {conn})"
-            return f"{var} = {started} ? {update} : {conn};" if started else f"{var} = {update};"
+            update = f"cpufree::combine<{op}>({var}, {value})"
+            return f"{var} = {started} ? {update} : {value};" if started else f"{var} = {update};"
         target = self.ctx.access(memlet.data, memlet.subset)
         if memlet.wcr is None:
-            return f"{target} = {conn};"
+            return f"{target} = {value};"
         op = wcr_op(memlet.wcr)
-        if memlet.data in self.ctx.local or owns(memlet.subset, self.owned):
-            return f"{target} = cpufree::combine<{op}>({target}, {conn});"
-        return f"cpufree::atomic_combine<{op}>(&{target}, {conn});"
+        if self.ctx.thread_owned(memlet.data, memlet.subset, self.owned):
+            return f"{target} = cpufree::combine<{op}>({target}, {value});"
+        return f"cpufree::atomic_combine<{op}>(&{target}, {value});"
 
 
 def _assigned_as_value(node: nodes.Tasklet, conn: str, memlet) -> bool:
@@ -213,7 +218,7 @@ def copy_body(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list
     if wcr is None:
         return lines + [f"{dst_expr} = {src_expr};"], n
     op = wcr_op(wcr)
-    if owned is not None and (dst in ctx.local or owns(dst_sub, owned)):
+    if owned is not None and ctx.thread_owned(dst, dst_sub, owned):
         return lines + [f"{dst_expr} = cpufree::combine<{op}>({dst_expr}, {src_expr});"], n
     return lines + [f"cpufree::atomic_combine<{op}>(&{dst_expr}, {src_expr});"], n
 

@@ -107,6 +107,7 @@ VALIDATE = [
     "adi",
     "arc_distance",
     "atax",
+    "azimint_hist",
     "bicg",
     "cavity_flow",
     "cholesky",
@@ -116,6 +117,7 @@ VALIDATE = [
     "crc16",
     "jacobi_2d",
     "lenet",
+    "nbody",
 ]
 
 

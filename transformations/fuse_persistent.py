@@ -12,7 +12,7 @@ from dace import dtypes
 from dace.properties import Property, make_properties
 from dace.sdfg import nodes
 from dace.sdfg.infer_types import infer_connector_types
-from dace.sdfg.state import ConditionalBlock, LoopRegion
+from dace.sdfg.state import ConditionalBlock, LoopRegion, ReturnBlock
 from dace.transformation import pass_pipeline as ppl
 from dace.transformation import transformation
 from dace.transformation.dataflow import MapFusionHorizontal
@@ -194,10 +194,24 @@ def _nested_construct(nsdfg: nodes.NestedSDFG) -> str:
     return f"a nested call ('{nsdfg.label}')"
 
 
+def _per_thread(nsdfg: nodes.NestedSDFG, state) -> bool:
+    """Whether a nested SDFG runs as one thread's sequential code: it sits inside a map (or inside another such
+    nested SDFG), and its control flow is made of states, branches and loops without a return."""
+    inside = state.entry_node(nsdfg) is not None
+    outer = state.sdfg.parent_nsdfg_node
+    if not inside and outer is not None:
+        inside = _per_thread(outer, state.sdfg.parent)
+    if not inside:
+        return False
+    return not any(isinstance(b, ReturnBlock) for b in nsdfg.sdfg.all_control_flow_blocks())
+
+
 def check_persistable(sdfg: dace.SDFG) -> None:
     """Raises :class:`NotPersistableError` naming the first construct a persistent kernel cannot hold, where the
     program has it, and a fix."""
     for node, parent in sdfg.all_nodes_recursive():
+        if isinstance(node, nodes.NestedSDFG) and _per_thread(node, parent):
+            continue  # sequential code of the map's thread (codegen/nested.py)
         if isinstance(node, nodes.NestedSDFG):
             inside = " inside a parallel loop" if isinstance(parent, dace.SDFGState) and parent.entry_node(node) else ""
             raise NotPersistableError(
@@ -219,8 +233,9 @@ def check_persistable(sdfg: dace.SDFG) -> None:
         if isinstance(node, nodes.Tasklet) and node.side_effects:
             raise NotPersistableError(
                 f"the call {_callee(node)}(...){_where(node)} runs on the host (a Python callback), which a "
-                "persistent GPU kernel cannot call. Fix: move it out of the program (call it before or after), or "
-                "return the values it needs."
+                "persistent kernel reaches only through the device <-> host channel. Fix: compile the program with "
+                "dace_cpufree.compile / persistent_sdfg (they route print and Python callbacks through it), or move "
+                "the call out of the program."
             )
     for name, desc in sdfg.arrays.items():
         if isinstance(desc, (dt.Stream, dt.Reference)):

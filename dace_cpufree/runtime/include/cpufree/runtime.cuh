@@ -7,6 +7,7 @@
 #include <cmath>
 #include <climits>
 #include <cfloat>
+#include <type_traits>
 
 #if defined(CPUFREE_EMULATE)
 #include "emulate.h"
@@ -98,7 +99,10 @@ template <Op op, typename T> __device__ inline void atomic_combine(T *ptr, T val
 #if defined(CPUFREE_EMULATE)
     *ptr = combine<op>(*ptr, val);
 #else
-    if constexpr (op == Op::Sum && (sizeof(T) == 4 || sizeof(T) == 8)) {
+    if constexpr (op == Op::Sum && std::is_integral<T>::value && sizeof(T) == 8) {
+        // no signed 64-bit atomicAdd: two's complement adds the same bits unsigned
+        atomicAdd(reinterpret_cast<unsigned long long *>(ptr), (unsigned long long)val);
+    } else if constexpr (op == Op::Sum && (sizeof(T) == 4 || sizeof(T) == 8)) {
         atomicAdd(ptr, val);
     } else if constexpr (sizeof(T) == 8) {
         unsigned long long *addr = reinterpret_cast<unsigned long long *>(ptr);

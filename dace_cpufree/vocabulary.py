@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import dace
+import dace.library
 from dace import data as dt
 from dace import dtypes
 from dace.sdfg import SDFGState, nodes
@@ -70,3 +71,29 @@ def contiguous_param(state: SDFGState, entry: nodes.MapEntry, candidates: list[s
     best = max(votes.values())
     # ties: the innermost parameter of the map
     return [p for p in params if votes.get(p) == best][-1]
+
+
+@dace.library.environment
+class CPUFreeMathDx:
+    """NVIDIA cuBLASDx (the ``nvidia-mathdx`` wheel, headers only): the block-level products of ``cpufree::gemm``,
+    which the expansion of matrix products declares (transformations/gemm.py). The generator includes its
+    ``kernel_headers``; the builder adds the wheel's include folders (dace_cpufree/runtime/mathdx.py)."""
+
+    cmake_minimum_version = None
+    cmake_packages = []
+    cmake_variables = {}
+    cmake_includes = []
+    cmake_libraries = []
+    cmake_compile_flags = ["--expt-relaxed-constexpr"]
+    cmake_link_flags = []
+    cmake_files = []
+    headers = ["cpufree/gemm.cuh"]
+    kernel_headers = ["cpufree/gemm.cuh"]  # what the generated kernel includes (codegen/kernel.py)
+    state_fields = []
+    init_code = ""
+    finalize_code = ""
+    dependencies = []
+
+
+#: The name of the matrix products' environment in a tasklet's ``environments`` (DaCe records the class path).
+MATHDX_ENVIRONMENT = CPUFreeMathDx.full_class_path()

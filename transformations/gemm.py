@@ -12,12 +12,18 @@ product is expanded with DaCe's ``pure`` implementation, as before.
 from __future__ import annotations
 
 import dace
+from dace.codegen.common import sym2cpp
 from dace.libraries.blas.nodes.gemm import ExpandGemmPure, Gemm
 from dace.sdfg import nodes
 from dace.transformation.transformation import ExpandTransformation
-from dace_cpufree.codegen.expressions import cexpr
 
-from dace_cpufree.runtime.mathdx import CPUFreeMathDx
+from dace_cpufree.vocabulary import CPUFreeMathDx
+
+
+def _c(expr) -> str:
+    """C++ text of a size or leading dimension."""
+    return sym2cpp(dace.symbolic.pystr_to_symbolic(expr) if isinstance(expr, str) else expr)
+
 
 #: Element types with a tensor-core path in gemm.cuh.
 TYPES = (dace.float64, dace.float32)
@@ -84,9 +90,9 @@ class ExpandGemmCpufree(ExpandTransformation):
         ctype = dtype.ctype
         beta = 0 if "_c" not in node.in_connectors else node.beta
         code = (
-            f"cpufree::gemm<{ctype}>((long long)({cexpr(m)}), (long long)({cexpr(n)}), (long long)({cexpr(ka)}), "
-            f"({ctype})({node.alpha}), _a, (long long)({cexpr(lda)}), {str(node.transA).lower()}, _b, "
-            f"(long long)({cexpr(ldb)}), {str(node.transB).lower()}, ({ctype})({beta}), _c, (long long)({cexpr(ldc)}));"
+            f"cpufree::gemm<{ctype}>((long long)({_c(m)}), (long long)({_c(n)}), (long long)({_c(ka)}), "
+            f"({ctype})({node.alpha}), _a, (long long)({_c(lda)}), {str(node.transA).lower()}, _b, "
+            f"(long long)({_c(ldb)}), {str(node.transB).lower()}, ({ctype})({beta}), _c, (long long)({_c(ldc)}));"
         )
         pointer = dace.pointer(dtype)
         inputs = {c: pointer for c in node.in_connectors}

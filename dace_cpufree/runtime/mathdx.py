@@ -1,9 +1,9 @@
 """NVIDIA MathDx (cuBLASDx, with the CUTLASS/CuTe copy it ships): the device-side matrix products of
 ``cpufree/gemm.cuh``, headers only, from the ``nvidia-mathdx`` wheel.
 
-The environment ``CPUFreeMathDx`` is what the product's expansion declares (DaCe records it in the tasklet's
-``environments``); the generator includes its ``kernel_headers`` and lists it in ``KernelSource.environments``, and
-the builder adds :func:`nvcc_flags` for it.
+The environment ``CPUFreeMathDx`` (:mod:`dace_cpufree.vocabulary`) is what the product's expansion declares (DaCe
+records it in the tasklet's ``environments``); the generator includes its ``kernel_headers`` and lists it in
+``KernelSource.environments``, and the builder adds :func:`nvcc_flags` for it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import functools
 import warnings
 from pathlib import Path
 
-import dace.library
+from dace_cpufree.vocabulary import MATHDX_ENVIRONMENT as ENVIRONMENT  # noqa: F401 (re-exported)
 
 
 @functools.cache
@@ -42,27 +42,3 @@ def nvcc_flags() -> list[str]:
         return ["-DCPUFREE_GEMM_PLAIN"]
     # cuBLASDx's headers evaluate constexpr functions in device code
     return ["--expt-relaxed-constexpr", *(f"-I{d}" for d in dirs)]
-
-
-@dace.library.environment
-class CPUFreeMathDx:
-    """cuBLASDx block-level GEMM used by ``cpufree::gemm`` (grid-wide tile loop in a persistent kernel)."""
-
-    cmake_minimum_version = None
-    cmake_packages = []
-    cmake_variables = {}
-    cmake_includes = []
-    cmake_libraries = []
-    cmake_compile_flags = ["--expt-relaxed-constexpr"]
-    cmake_link_flags = []
-    cmake_files = []
-    headers = ["cpufree/gemm.cuh"]
-    kernel_headers = ["cpufree/gemm.cuh"]  # what the generated kernel includes (codegen/kernel.py)
-    state_fields = []
-    init_code = ""
-    finalize_code = ""
-    dependencies = []
-
-
-#: The environment's name in a tasklet's ``environments`` (DaCe records the full class path).
-ENVIRONMENT = CPUFreeMathDx.full_class_path()

@@ -11,6 +11,7 @@ the header, and the runtime reads them from :attr:`KernelSource.channel` (a :cla
 
 from __future__ import annotations
 
+import json
 import zlib
 from dataclasses import dataclass, field
 
@@ -24,6 +25,12 @@ EVERY = ir.Executor.EVERY
 HEADER_WORDS = ("CANCEL", "DONE", "TOTAL", "STOPPED", "SYNCS", "TAIL", "DROPPED")
 HEADER = 8  # words before the ring (one spare)
 RECORD = 3  # words per notification record: seq, tag, value bits
+#: words of the host-call slot, after the ring (only with host callbacks), then the argument and result words
+CALL_WORDS = ("REQ", "RESP", "ID", "STATUS", "LATE")
+#: words of the hang report, after the call slot (only with ``debug_waits``)
+HANG_WORDS = ("SITE", "BLOCK", "ARRIVED", "GRID", "MISSING", "MISSING_SITE", "MISSING_SYNCS", "SYNCS", "KIND")
+#: word kinds of a host call's arguments and results: float64 bits, int64, bool
+VALUE_KINDS = ("f", "i", "b")
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,29 @@ class ChannelSpec:
 
     progress_loops: bool = False
     ring: int = 1024
+    #: with host callbacks: seconds the leader waits for the host's answer before it cancels the kernel
+    call_timeout: float = 60.0
+    #: debug mode: grid syncs become a barrier whose waiters give up after this many seconds, report where they
+    #: waited through the channel and stop the kernel (``None``: plain ``grid.sync()``)
+    debug_waits: float | None = None
+
+
+@dataclass(frozen=True)
+class HostCall:
+    """One host callback of the program (a ``print`` or a Python function DaCe could not parse), as the kernel
+    calls it through the channel's call slot.
+
+    :ivar id: its number in the slot's ``ID`` word (the index in :attr:`ChannelFacts.calls`).
+    :ivar name: the callback's name in the SDFG (its symbol; the callable is looked up by it).
+    :ivar args: the kind of each argument word (:data:`VALUE_KINDS`); :ivar results: of each result word.
+    :ivar source: ``file:line`` of the call in the program.
+    """
+
+    id: int
+    name: str
+    args: tuple = ()
+    results: tuple = ()
+    source: str = ""
 
 
 @dataclass
@@ -55,10 +85,63 @@ class ChannelFacts:
     record: int = RECORD
     sites: list = field(default_factory=list)
     tags: dict = field(default_factory=dict)
+    #: host callbacks (:class:`HostCall`), by id; empty: no call slot
+    calls: list = field(default_factory=list)
+    call_timeout: float = 60.0
+    #: debug mode (``debug_waits`` seconds): the hang report's words follow the call slot
+    debug_waits: float | None = None
+    #: cancel point number of a grid sync -> the label of the step after it (its program line is in
+    #: ``KernelSource.step_sources``)
+    site_steps: dict = field(default_factory=dict)
+
+    @property
+    def ring_end(self) -> int:
+        return self.header + self.record * self.ring
+
+    @property
+    def call_args(self) -> int:
+        """Argument words of the call slot (the most any call passes)."""
+        return max((len(c.args) for c in self.calls), default=0)
+
+    @property
+    def call_results(self) -> int:
+        return max((len(c.results) for c in self.calls), default=0)
+
+    @property
+    def call_at(self) -> int | None:
+        """Word index of the call slot (``None``: no host callbacks)."""
+        return self.ring_end if self.calls else None
+
+    @property
+    def call_index(self) -> dict:
+        """Word index of each call slot word (``REQ``, ...), then ``ARGS`` and ``RESULTS`` (the first of each)."""
+        if not self.calls:
+            return {}
+        at = self.call_at
+        index = {name: at + k for k, name in enumerate(CALL_WORDS)}
+        index["ARGS"] = at + len(CALL_WORDS)
+        index["RESULTS"] = index["ARGS"] + self.call_args
+        return index
+
+    @property
+    def hang_at(self) -> int | None:
+        """Word index of the hang report (``None``: not in debug mode)."""
+        if self.debug_waits is None:
+            return None
+        return self.ring_end + (len(CALL_WORDS) + self.call_args + self.call_results if self.calls else 0)
+
+    @property
+    def hang_index(self) -> dict:
+        at = self.hang_at
+        return {} if at is None else {name: at + k for k, name in enumerate(HANG_WORDS)}
 
     @property
     def words(self) -> int:
-        return self.header + self.record * self.ring
+        if self.hang_at is not None:
+            return self.hang_at + len(HANG_WORDS)
+        if self.calls:
+            return self.ring_end + len(CALL_WORDS) + self.call_args + self.call_results
+        return self.ring_end
 
     def site(self, what: str) -> int:
         """Registers a cancel point and returns its number."""
@@ -66,17 +149,35 @@ class ChannelFacts:
         return len(self.sites) - 1
 
 
-def facts(spec: ChannelSpec) -> ChannelFacts:
+def facts(spec: ChannelSpec, calls: list | None = None) -> ChannelFacts:
     if spec.ring < 1:
         raise ValueError(f"the notification ring needs at least one record, got {spec.ring}")
-    return ChannelFacts(spec.ring)
+    if spec.debug_waits is not None and not spec.debug_waits > 0:
+        raise ValueError(f"debug_waits must be a positive number of seconds, got {spec.debug_waits}")
+    return ChannelFacts(
+        spec.ring, calls=list(calls or ()), call_timeout=spec.call_timeout, debug_waits=spec.debug_waits
+    )
 
 
 def prelude(channel: ChannelFacts) -> str:
     """The layout defines and the header include, printed before the kernel."""
     defines = [f"#define CPUFREE_CHANNEL_{name} {k}" for name, k in channel.index.items()]
     defines += [f"#define CPUFREE_CHANNEL_HEADER {channel.header}", f"#define CPUFREE_CHANNEL_RING {channel.ring}"]
+    # host callbacks and debug waits: their words after the ring (nothing printed without them)
+    defines += [f"#define CPUFREE_CHANNEL_CALL_{name} {k}" for name, k in channel.call_index.items()]
+    if channel.calls:
+        defines.append(f"#define CPUFREE_CHANNEL_CALL_TIMEOUT_NS {int(channel.call_timeout * 1e9)}LL")
+    defines += [f"#define CPUFREE_CHANNEL_HANG_{name} {k}" for name, k in channel.hang_index.items()]
+    if channel.debug_waits is not None:
+        defines.append(f"#define CPUFREE_CHANNEL_HANG_TIMEOUT_NS {int(channel.debug_waits * 1e9)}LL")
     return "\n".join(defines) + "\n#include <cpufree/channel.cuh>\n\n"
+
+
+def grid_declaration(channel: ChannelFacts | None) -> str:
+    """The kernel's ``__grid``: cooperative groups' grid, or in debug mode the channel's barrier that times out."""
+    if channel is not None and channel.debug_waits is not None:
+        return "cpufree::channel::DebugGrid __grid;"
+    return "cg::grid_group __grid = cg::this_grid();"
 
 
 def sync_lines(channel: ChannelFacts | None, label: str) -> tuple[list[str], list[str]]:
@@ -84,6 +185,7 @@ def sync_lines(channel: ChannelFacts | None, label: str) -> tuple[list[str], lis
     if channel is None:
         return [], []
     site = channel.site(f"grid sync before {label}")
+    channel.site_steps[site] = label
     return [f"CPUFREE_CHANNEL_BEFORE_SYNC({site})"], ["CPUFREE_CHANNEL_AFTER_SYNC()"]
 
 
@@ -121,14 +223,51 @@ extern "C" int cpufree_channel_words() {{ return {words}; }}
 extern "C" unsigned long long cpufree_channel_dropped() {{ return cpufree::channel::dropped(); }}
 """
 
+CALL_HOST = """// Host callbacks: the poller waits here (GIL released) for the next request (at most `timeout_ns` ns).
+extern "C" long long cpufree_channel_wait_call(long long answered, long long timeout_ns) {
+    return cpufree::channel::wait_call(answered, timeout_ns);
+}
+"""
+
+
+DEBUG_HOST = """// Debug waits: the grid barrier is emptied before each launch (0: done).
+extern "C" int cpufree_debug_reset() { return cpufree::channel::debug_reset(); }
+"""
+
 
 def host_code(channel: ChannelFacts) -> str:
-    return CHANNEL_HOST.format(words=channel.words)
+    code = CHANNEL_HOST.format(words=channel.words)
+    code += CALL_HOST if channel.calls else ""
+    return code + (DEBUG_HOST if channel.debug_waits is not None else "")
 
 
 def tag_number(tag: str) -> int:
     """The number a string notification tag travels as (a CRC: the same in every program and process)."""
     return zlib.crc32(tag.encode()) & 0x7FFFFFFF
+
+
+def call_code(call: HostCall, args: list[str], results: list[str]) -> str:
+    """The C++ body of a host callback's tasklet: the leader writes the arguments to the call slot and waits for
+    the host's answer (``cpufree::channel::call``). ``args``/``results``: the tasklet's connectors, in order."""
+    words = ", ".join(f"cpufree::channel::to_word({a})" for a in args) or "0"
+    lines = [f"long long __cpufree_args[{max(len(args), 1)}] = {{{words}}};"]
+    lines.append(f"long long __cpufree_results[{max(len(results), 1)}] = {{0}};")
+    lines.append(f"cpufree::channel::call({call.id}, __cpufree_args, {len(args)}, __cpufree_results, {len(results)});")
+    for k, (conn, kind) in enumerate(zip(results, call.results)):
+        lines.append(f"{conn} = cpufree::channel::from_word<decltype({conn})>(__cpufree_results[{k}], '{kind}');")
+    return "\n".join(lines)
+
+
+def program_calls(sdfg) -> list[HostCall]:
+    """The host callbacks of a program (tasklets marked ``cpufree_channel: call``), by id."""
+    found = {}
+    for node, _ in sdfg.all_nodes_recursive():
+        if isinstance(node, nodes.Tasklet) and (node.location or {}).get("cpufree_channel") == "call":
+            fact = json.loads(node.location["cpufree_call"])
+            found[fact["id"]] = HostCall(
+                fact["id"], fact["name"], tuple(fact["args"]), tuple(fact["results"]), fact.get("source", "")
+            )
+    return [found[k] for k in sorted(found)]
 
 
 def program_channel(sdfg) -> tuple[bool, dict]:

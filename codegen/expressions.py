@@ -141,7 +141,7 @@ class _TaskletMath(ast.NodeTransformer):
     ``round(x)`` (Python's, and DaCe's translation of ``np.rint``) rounds halves to even, C's ``round`` away
     from zero. DaCe writes ``np.spacing(x)`` as ``nextafter(x, inf) - x`` (positive below zero, where NumPy's
     is negative) and ``np.logaddexp(x, y)`` as ``log(exp(x) + exp(y))`` (infinite once ``exp`` overflows, at
-    89 in float32). Complex literals are refused: the runtime has no complex type.
+    89 in float32).
     """
 
     def __init__(self, tasklet: dace.nodes.Tasklet):
@@ -177,13 +177,6 @@ class _TaskletMath(ast.NodeTransformer):
             return _runtime_call("np_spacing", [node.right])
         return node
 
-    def visit_Constant(self, node: ast.Constant):
-        if isinstance(node.value, complex):
-            raise NotPersistableError(
-                f"tasklet '{self.tasklet.label}' computes with the complex number {node.value!r}; persistent "
-                "kernels do not support complex numbers. Fix: keep real and imaginary parts in two float values."
-            )
-        return node
 
 
 def tasklet_code(tasklet: dace.nodes.Tasklet, defined: dict[str, dace.typeclass]) -> str:

@@ -29,7 +29,7 @@ KERNEL_TEMPLATE = """\
 {includes}
 {globals}__global__ void {bounds}{kernel}({params})
 {{
-    cg::grid_group __grid = cg::this_grid();
+    {grid}
     const long long __tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long __nthreads = (long long)gridDim.x * blockDim.x;
 {symbols}
@@ -263,7 +263,8 @@ def generate(
     if race_check and (step_times or dialect.name != "cuda"):
         raise CpufreeError("race checking runs the CUDA text in the host emulation, without step timing.")
     ctx = KernelContext(sdfg, race_check=race_check)
-    facts = chan.facts(channel) if channel is not None else None
+    # the channel: its host callbacks are marked on their tasklets (chan.program_calls)
+    facts = chan.facts(channel, chan.program_calls(sdfg)) if channel is not None else None
     root = lower_sdfg(ctx, channel, facts)
     fuse_rows(root)
     place_grid_syncs(root)
@@ -303,6 +304,7 @@ def generate(
         globals=(chan.prelude(facts) if facts is not None else "")
         + (f"__device__ unsigned long long cpufree_step_times[CPUFREE_TIMES_BLOCKS][{nseg} + 2];\n\n" if timed else ""),
         sdfg=sdfg.name,
+        grid=chan.grid_declaration(facts),
         bounds="CPUFREE_FULL_BLOCKS " if direct_stores else "",
         kernel=kernel,
         params=",\n    ".join(a.kernel_decl(race_check) for a in args),

@@ -8,9 +8,10 @@ from pathlib import Path
 import dace
 
 from dace_cpufree.codegen import DIALECTS, KernelSource, generate
-from dace_cpufree.codegen.channel import ChannelSpec, program_channel
+from dace_cpufree.codegen.channel import ChannelSpec, program_calls, program_channel
 from dace_cpufree.codegen.comm import add_shmem_runtime
 from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
+from dace_cpufree.frontend.callbacks import callables, host_callbacks
 from dace_cpufree.options import CompileOptions
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
 from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
@@ -66,6 +67,7 @@ def persistent_sdfg(
 
 def _transformed(program_or_sdfg, opts: CompileOptions) -> dace.SDFG:
     sdfg = _to_sdfg(program_or_sdfg)
+    host_callbacks(sdfg)  # print(...) and Python callbacks: calls through the channel (frontend/callbacks.py)
     symbols = opts.symbols
     if symbols:
         unknown = sorted(set(symbols) - set(map(str, sdfg.free_symbols)))
@@ -110,9 +112,15 @@ def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
         raise CpufreeError(
             f"'{sdfg.name}' communicates (nvshmem), and the device <-> host channel (progress, cancel, notify) is "
             "not built for such programs yet: a PE that stops on a cancel would leave its peers waiting. Fix: "
-            "compile without progress=/timeout=/channel= and without dace_cpufree.progress/notify calls."
+            "compile without progress=/timeout=/channel=/debug_waits=, without dace_cpufree.progress/notify calls "
+            "and without print(...) or Python callbacks (for SignalWait hangs: DACE_CPUFREE_WAIT_TIMEOUT_MS)."
         )
-    spec = ChannelSpec(progress_loops=bool(opts.progress), ring=opts.notify_ring)
+    spec = ChannelSpec(
+        progress_loops=bool(opts.progress),
+        ring=opts.notify_ring,
+        call_timeout=opts.callback_timeout,
+        debug_waits=opts.debug_waits,
+    )
     source = generate(sdfg, dialect, direct_stores=direct, step_times=opts.step_times, race_check=race, channel=spec)
     source.channel.tags = tags
     return source
@@ -138,6 +146,8 @@ def compile(  # noqa: A001 - the API's name
     channel: bool | None = None,
     notify_ring: int | None = None,
     race_check: bool | str = False,
+    debug_waits: bool | float = False,
+    callback_timeout: float | None = None,
     load: bool = True,
 ) -> PersistentProgram:
     """Compiles a program into a callable that runs it as one persistent kernel.
@@ -161,7 +171,16 @@ def compile(  # noqa: A001 - the API's name
                        ``True``: shuffled), and raise :class:`~dace_cpufree.errors.RaceError` naming the array,
                        the steps and their program lines where two threads access an element with no barrier
                        between them, or where a barrier could never complete. See ``docs/debugging.md``.
+    :param debug_waits: debug mode for hangs: a grid sync that waits longer than this many seconds (``True``: 10)
+                        reports which block waited at which step, and the kernel stops instead of hanging: the call
+                        raises :class:`~dace_cpufree.errors.KernelHang` naming them. Grid syncs become a hand-written
+                        barrier (slower); see ``docs/channel.md``.
+    :param callback_timeout: seconds the kernel waits for the host to answer a ``print`` or Python callback in the
+                             program (default 60) before it stops.
     :param load: ``False``: only build (see :func:`prebuild`).
+
+    ``print(...)`` of scalars and calls of Python functions that DaCe turns into callbacks run on the host while
+    the kernel's leader thread waits (scalar arguments and result; see ``docs/channel.md``).
     """
     if backend not in BACKENDS:
         raise CpufreeError(f"unknown backend '{backend}'. Fix: use one of {', '.join(BACKENDS)}.")
@@ -181,8 +200,11 @@ def compile(  # noqa: A001 - the API's name
         channel=channel,
         notify_ring=notify_ring,
         race_check=race_check,
+        debug_waits=debug_waits,
+        callback_timeout=callback_timeout,
     )
     sdfg = _transformed(program_or_sdfg, opts)
+    functions = callables(program_or_sdfg, program_calls(sdfg))
     shmem = communicates(sdfg)
     if shmem and backend == "emulate":
         raise CpufreeError(
@@ -209,7 +231,9 @@ def compile(  # noqa: A001 - the API's name
         ) from None
     if not load:
         return library
-    return PersistentProgram(sdfg, source, library, backend, progress=opts.progress, timeout=opts.timeout)
+    return PersistentProgram(
+        sdfg, source, library, backend, progress=opts.progress, timeout=opts.timeout, callbacks=functions
+    )
 
 
 def prebuild(program_or_sdfg, backend: str = "cuda", **options) -> Path:

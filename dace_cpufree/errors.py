@@ -72,3 +72,29 @@ class KernelCancelled(CpufreeError):
             "Its arrays hold the state reached there; the next call runs from the start."
         )
         self.reason, self.site, self.syncs, self.progress = reason, site, syncs, progress
+
+
+class HostCallbackError(CpufreeError):
+    """A host callback of the program (``print``, a Python function) raised, returned something the kernel cannot
+    take, or did not answer in time; the kernel stopped at its next cancel point.
+
+    :ivar name: the callback; :ivar source: ``file:line`` of the call in the program.
+    """
+
+    def __init__(self, message: str, name: str = "", source: str = ""):
+        super().__init__(message)
+        self.name, self.source = name, source
+
+
+class KernelHang(CpufreeError):
+    """A kernel built with ``debug_waits`` had a grid sync wait longer than its timeout (or its blocks meet at
+    different grid syncs): it reported where and stopped instead of hanging.
+
+    :ivar site: the grid sync, e.g. ``"grid sync before map _Add__map"``; :ivar source: the step's program line.
+    :ivar block: the block that waited (gave up); :ivar missing: the first block that was not at that sync
+                 (``None``: unknown), :ivar missing_site: the grid sync it reached last (``None``: none).
+    """
+
+    def __init__(self, message: str, site: str, source: str, block: int, missing, missing_site):
+        super().__init__(message)
+        self.site, self.source, self.block, self.missing, self.missing_site = site, source, block, missing, missing_site

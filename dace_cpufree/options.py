@@ -18,6 +18,8 @@ from dace_cpufree.launcher import placement
 
 TRANSPORTS = ("auto", "p2p", "proxy")
 PROGRESS = (False, True, "tqdm", "rich", "text")
+#: seconds a grid sync waits in debug mode (``debug_waits=True``) before it reports a hang
+DEBUG_WAITS_DEFAULT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,11 @@ class CompileOptions:
     :ivar notify_ring: notification records the channel's ring holds.
     :ivar race_check: the emulation's race checker, threads run in this order between barriers: ``"forward"``,
                       ``"reverse"`` or ``"shuffle"`` (``True`` given: ``"shuffle"``); ``None``: off.
+    :ivar debug_waits: debug mode for hangs: seconds a grid sync waits before the kernel reports through the
+                       channel which block waited at which step and stops (``True`` given:
+                       :data:`DEBUG_WAITS_DEFAULT_S`); ``None``: plain grid syncs. Builds the channel.
+    :ivar callback_timeout: seconds the kernel waits for the host to answer a host callback (``print``, a Python
+                            function) before it stops.
     """
 
     backend: str = "cuda"
@@ -172,12 +179,15 @@ class CompileOptions:
     timeout: float | None = None
     notify_ring: int = 1024
     race_check: str | None = None
+    debug_waits: float | None = None
+    callback_timeout: float = 60.0
 
     def wants_channel(self, program_calls: bool) -> bool:
-        """Whether the kernel is built with the channel, given whether the program calls progress/notify."""
+        """Whether the kernel is built with the channel, given whether the program calls progress/notify (or has
+        host callbacks)."""
         if self.channel is not None:
-            return self.channel or program_calls
-        return bool(self.progress) or self.timeout is not None or program_calls
+            return self.channel or program_calls or self.debug_waits is not None
+        return bool(self.progress) or self.timeout is not None or program_calls or self.debug_waits is not None
 
     @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None, **given) -> CompileOptions:
@@ -204,15 +214,26 @@ class CompileOptions:
                 f"race_check={race!r} with backend={given.get('backend', 'cuda')!r}. Fix: race checking runs in the "
                 f"host emulation: backend='emulate' and race_check=True or one of {', '.join(map(repr, RACE_ORDERS))}."
             )
+        waits = given.pop("debug_waits", False)
+        waits = DEBUG_WAITS_DEFAULT_S if waits is True else (None if waits is False else waits)
+        if waits is not None and (isinstance(waits, bool) or not isinstance(waits, (int, float)) or not waits > 0):
+            raise CpufreeError(f"debug_waits={waits!r}. Fix: True, or a positive number of seconds (False: off).")
+        given["debug_waits"] = None if waits is None else float(waits)
         options = cls(**{**defaults, **given, "shmem_transport": transport, "race_check": race})
+        if not options.callback_timeout > 0:
+            raise CpufreeError(
+                f"callback_timeout={options.callback_timeout!r}. Fix: give a positive number of seconds."
+            )
         if options.progress not in PROGRESS:
             raise CpufreeError(f"progress={options.progress!r}. Fix: use one of {', '.join(map(repr, PROGRESS))}.")
         if options.timeout is not None and not options.timeout > 0:
             raise CpufreeError(f"timeout={options.timeout!r}. Fix: give a positive number of seconds, or None.")
         if options.notify_ring < 1:
             raise CpufreeError(f"notify_ring={options.notify_ring!r}. Fix: give a positive number of records.")
-        if options.channel is False and (options.progress or options.timeout is not None):
-            raise CpufreeError("progress and timeout need the channel. Fix: leave channel=None (or set it True).")
+        if options.channel is False and (options.progress or options.timeout is not None or options.debug_waits):
+            raise CpufreeError(
+                "progress, timeout and debug_waits need the channel. Fix: leave channel=None (or set it True)."
+            )
         if options.scheduler not in (True, False, "all"):
             raise CpufreeError(
                 f"scheduler={options.scheduler!r}. Fix: use True (reductions), 'all' (every map) or False."

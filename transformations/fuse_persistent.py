@@ -242,8 +242,3 @@ def check_persistable(sdfg: dace.SDFG) -> None:
             raise NotPersistableError(
                 f"container '{name}' is a {type(desc).__name__}; persistent kernels need arrays. Fix: use arrays."
             )
-        if desc.dtype in (dace.complex64, dace.complex128):
-            raise NotPersistableError(
-                f"'{name}' holds complex numbers ({desc.dtype.to_string()}), which persistent kernels do not support "
-                "yet. Fix: keep the real and imaginary parts in two float arrays, or run this part outside."
-            )

@@ -23,19 +23,34 @@ import warnings
 
 import numpy as np
 
-from dace_cpufree.errors import CpufreeError, KernelCancelled, LaunchError
+from dace_cpufree.errors import CpufreeError, HostCallbackError, KernelCancelled, KernelHang, LaunchError
 
 POLL_S = 0.02  # the poller's period: progress is redrawn and notifications delivered at most this late
+HANG_SHOW_S = 2.0  # debug waits: a hang report is printed on stderr if the kernel has not returned this long after
+CALL_WAIT_NS = 2_000_000  # with host callbacks: the poller waits for a request this long at a time (native, no GIL)
 
 
 class ChannelHost:
     """The channel memory of one loaded library (allocated once by its launcher), seen from Python."""
 
-    def __init__(self, lib, facts, program: str):
+    def __init__(self, lib, facts, program: str, callbacks: dict | None = None, step_sources: dict | None = None):
         self.facts = facts
         self.program = program
+        self.step_sources = step_sources or {}
         lib.cpufree_channel_open.restype = ctypes.POINTER(ctypes.c_longlong)
         lib.cpufree_channel_dropped.restype = ctypes.c_ulonglong
+        calls = getattr(facts, "calls", None) or []
+        self.functions = []  # the Python callable of each host callback, by id
+        if calls:
+            lib.cpufree_channel_wait_call.restype = ctypes.c_longlong
+            lib.cpufree_channel_wait_call.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
+            missing = [c.name for c in calls if c.name not in (callbacks or {})]
+            if missing:
+                raise CpufreeError(
+                    f"{program}: no Python function for the host callback(s) {', '.join(missing)}. Fix: compile the "
+                    "@dace.program itself (its closure holds them)."
+                )
+            self.functions = [callbacks[c.name] for c in calls]
         pointer = lib.cpufree_channel_open()
         if not pointer:
             raise LaunchError(f"{program}: {lib.cpufree_error().decode()}")
@@ -46,6 +61,19 @@ class ChannelHost:
 
     def word(self, name: str) -> int:
         return int(self.words[self._at[name]])
+
+    def call_word(self, name: str) -> int:
+        return int(self.words[self.facts.call_index[name]])
+
+    def hang_word(self, name: str) -> int:
+        return int(self.words[self.facts.hang_index[name]])
+
+    def site_text(self, site: int) -> str:
+        """A cancel point by number, with the program line of the step after it where known."""
+        if not 0 <= site < len(self.facts.sites):
+            return f"cancel point {site}"
+        source = self.step_sources.get(self.facts.site_steps.get(site, ""), "")
+        return self.facts.sites[site] + (f" ({source})" if source else "")
 
     def set(self, name: str, value: int) -> None:
         self.words[self._at[name]] = value
@@ -74,6 +102,12 @@ class Call:
         self._stop = threading.Event()
         self._last = None  # the last (done, total) delivered
         self._dropped = 0
+        self.call_errors = []  # HostCallbackError of a callback that raised or returned something unusable
+        self._answered = 0  # the last host request answered
+        self._first_request = 0  # requests made before this call (the device numbers them on)
+        self.call_times = []  # with host callbacks: seconds each callable took (the host's part of a round trip)
+        self._hang_shown = False
+        self._hang_at = None  # when the poller first saw a hang report
 
     # ---- the call ---------------------------------------------------------------------------------------------
     def run(self, launch):
@@ -83,6 +117,14 @@ class Call:
         host.set("STOPPED", 0)
         host.set("SYNCS", 0)
         self._dropped = host.word("DROPPED")
+        facts = host.facts
+        if facts.calls:  # every earlier request counts as answered (one the last launch gave up on, too)
+            self._answered = self._first_request = host.call_word("REQ")
+            host.words[facts.call_index["RESP"]] = self._answered
+        if facts.debug_waits is not None:
+            host.words[facts.hang_index["SITE"]] = 0
+            if host._lib.cpufree_debug_reset() != 0:
+                raise LaunchError(f"{host.program}: resetting the debug grid barrier failed")
         rfd, wfd = os.pipe()
         os.set_blocking(wfd, False)
         os.set_blocking(rfd, False)
@@ -117,6 +159,10 @@ class Call:
             )
         if self.interrupted:
             raise KeyboardInterrupt
+        self.raise_hang()
+        if self.call_errors:
+            raise self.call_errors[0] from self.call_errors[0].__cause__
+        self._unanswered()
         stopped = self.host.word("STOPPED")
         if stopped:
             site = self.host.facts.sites[stopped - 1]
@@ -126,24 +172,153 @@ class Call:
         if self.errors:
             raise self.errors[0]
 
+    def raise_hang(self) -> None:
+        """:class:`KernelHang` where a kernel built with ``debug_waits`` reported a grid sync that waited too long
+        (or blocks that met at different grid syncs)."""
+        host, facts = self.host, self.host.facts
+        if facts.debug_waits is None or host.hang_word("SITE") == 0:
+            return
+        site = host.hang_word("SITE") - 1
+        where = host.site_text(site)
+        block, arrived, grid = host.hang_word("BLOCK"), host.hang_word("ARRIVED"), host.hang_word("GRID")
+        missing, missing_site = host.hang_word("MISSING"), host.hang_word("MISSING_SITE")
+        last = host.site_text(missing_site - 1) if missing_site > 0 else "none (it never reached a grid sync)"
+        if host.hang_word("KIND") == 1:
+            what = (
+                f"the blocks met at different grid syncs: block {block} arrived last at the {where}, while block "
+                f"{missing} waits at the {last} (after {host.hang_word('MISSING_SYNCS')} grid syncs; block {block} "
+                f"after {host.hang_word('SYNCS')})"
+            )
+        else:
+            counted = f"; {arrived} of {grid} blocks had arrived" if arrived else ""
+            other = (
+                f"; block {missing} was not there: the last grid sync it reached was the {last}"
+                f" (after {host.hang_word('MISSING_SYNCS')} grid syncs)"
+                if missing >= 0
+                else ""
+            )
+            waited = (
+                "waits, and the race checker saw that it can never complete,"
+                if host.hang_word("KIND") == 2
+                else f"waited more than {facts.debug_waits:g} s"
+            )
+            what = f"block {block} {waited} at the {where} (after {host.hang_word('SYNCS')} grid syncs){counted}{other}"
+        raise KernelHang(
+            f"{host.program}: hang: {what}. The kernel stopped there instead of hanging. Fix: every block must "
+            "reach every grid sync: look for a branch or loop that only some blocks take, or a wait (SignalWait, a "
+            "spin on a flag) before that step that never ends; if the program has none, the generator placed the "
+            "sync wrongly: report the program.",
+            facts.sites[site] if 0 <= site < len(facts.sites) else str(site),
+            host.step_sources.get(facts.site_steps.get(site, ""), ""),
+            block,
+            missing if missing >= 0 else None,
+            None if missing_site <= 0 else facts.sites[missing_site - 1],
+        )
+
+    def _unanswered(self) -> None:
+        """A request the kernel made and gave up on (the host did not answer within ``callback_timeout``)."""
+        facts = self.host.facts
+        if not facts.calls or self.host.call_word("LATE") <= self._first_request:
+            return
+        call = facts.calls[self.host.call_word("ID")]
+        raise HostCallbackError(
+            f"{self.host.program}: the host callback {call.name}(...) at {call.source or 'an unknown line'} did not "
+            f"answer within {facts.call_timeout:g} s, so the kernel stopped. Fix: make it return sooner, or compile "
+            "with a larger callback_timeout=.",
+            call.name,
+            call.source,
+        )
+
+    # ---- host callbacks -----------------------------------------------------------------------------------------
+    def _serve(self, request: int) -> None:
+        """Calls the requested Python function with the request's arguments and writes its answer (RESP last)."""
+        host, facts = self.host, self.host.facts
+        at = facts.call_index
+        words = host.words
+        call = facts.calls[int(words[at["ID"]])]
+        args = [_from_word(words, at["ARGS"] + k, kind) for k, kind in enumerate(call.args)]
+        status = 0
+        try:
+            begun = time.perf_counter()
+            value = host.functions[call.id](*args)
+            self.call_times.append(time.perf_counter() - begun)
+            if call.results:
+                if value is None:
+                    raise TypeError(f"it returned None; the program uses its result as {_KINDS[call.results[0]]}")
+                for k, kind in enumerate(call.results):
+                    _to_word(words, at["RESULTS"] + k, kind, value)
+        except Exception as err:  # noqa: BLE001 - re-raised in the caller's thread after the call
+            status = 1
+            error = HostCallbackError(
+                f"{host.program}: the host callback {call.name}(...) at {call.source or 'an unknown line'} raised "
+                f"{type(err).__name__}: {err}. The kernel stopped at its next cancel point. Fix: make {call.name} "
+                "handle these arguments (it runs on the host with the call's scalar values) or catch the error in "
+                "it.",
+                call.name,
+                call.source,
+            )
+            error.__cause__ = err
+            if not self.call_errors:
+                self.call_errors.append(error)
+            self._cancel("a failed host callback")
+        words[at["STATUS"]] = status
+        words[at["RESP"]] = request  # the answer's words before its number (x86 keeps stores in order)
+        self._answered = request
+
     # ---- the poller thread ------------------------------------------------------------------------------------
     def _poll(self, rfd: int, start: float) -> None:
+        if self.host.facts.calls:
+            self._poll_calls(rfd, start)
+            return
         while not self._stop.is_set():
             ready, _, _ = select.select([rfd], [], [], POLL_S)
-            if ready:
-                try:
-                    data = os.read(rfd, 64)
-                except BlockingIOError:
-                    data = b""
-                if bytes([signal.SIGINT]) in data:
-                    self.interrupted = True
-                    self._cancel("interrupt")
-            if self.cancel_event.is_set():
-                self._cancel("cancel()")
-            if self.timeout is not None and time.monotonic() - start > self.timeout:
-                self._cancel("timeout")
-            self._drain()
-            self._progress()
+            self._housekeeping(ready, rfd, start)
+
+    def _poll_calls(self, rfd: int, start: float) -> None:
+        """With host callbacks: waits for requests in native code (spinning while they come often), and does the
+        rest every ``POLL_S``."""
+        wait = self.host._lib.cpufree_channel_wait_call
+        last = time.monotonic()
+        while not self._stop.is_set():
+            request = wait(self._answered, CALL_WAIT_NS)
+            if request != self._answered:
+                self._serve(request)
+            if time.monotonic() - last >= POLL_S:
+                last = time.monotonic()
+                ready, _, _ = select.select([rfd], [], [], 0)
+                self._housekeeping(ready, rfd, start)
+
+    def _housekeeping(self, ready, rfd: int, start: float) -> None:
+        if ready:
+            try:
+                data = os.read(rfd, 64)
+            except BlockingIOError:
+                data = b""
+            if bytes([signal.SIGINT]) in data:
+                self.interrupted = True
+                self._cancel("interrupt")
+        if self.cancel_event.is_set():
+            self._cancel("cancel()")
+        if self.timeout is not None and time.monotonic() - start > self.timeout:
+            self._cancel("timeout")
+        self._drain()
+        self._progress()
+        self._hang_seen()
+
+    def _hang_seen(self) -> None:
+        """Debug waits: the report is shown at once on stderr, in case the kernel cannot leave (a block stuck
+        elsewhere); the call raises it when the kernel returns."""
+        if self.host.facts.debug_waits is None or self._hang_shown or self.host.hang_word("SITE") == 0:
+            return
+        if self._hang_at is None:
+            self._hang_at = time.monotonic()
+        if time.monotonic() - self._hang_at < HANG_SHOW_S:
+            return  # the kernel is leaving: the call raises it
+        self._hang_shown = True
+        try:
+            self.raise_hang()
+        except KernelHang as err:
+            print(f"dace_cpufree: {err}", file=sys.stderr, flush=True)
 
     def _cancel(self, reason: str) -> None:
         if self.reason is None:
@@ -259,6 +434,29 @@ def _renderer(kind) -> str:
         except ImportError:
             continue
     return "text"
+
+
+_KINDS = {"f": "a float", "i": "an integer", "b": "a bool"}
+
+
+def _from_word(words, k: int, kind: str):
+    """An argument word as the Python value the callable gets: float, int or bool."""
+    if kind == "f":
+        return float(words[k : k + 1].view(np.float64)[0])
+    if kind == "b":
+        return bool(words[k])
+    return int(words[k])
+
+
+def _to_word(words, k: int, kind: str, value) -> None:
+    if kind == "f":
+        words[k : k + 1].view(np.float64)[0] = float(value)
+    elif kind == "b":
+        words[k] = int(bool(value))
+    else:
+        if isinstance(value, float) and not value.is_integer():
+            raise TypeError(f"it returned {value!r}; the program uses its result as an integer")
+        words[k] = int(value)
 
 
 def require_channel(host: ChannelHost | None, program: str, what: str) -> ChannelHost:

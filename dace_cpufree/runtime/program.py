@@ -80,13 +80,21 @@ class PersistentProgram:
     :ivar launch_config: ``(grid, block)`` of the last launch.
     :ivar timeout: with the channel, seconds after which a call cancels its kernel (``None``: never).
     :ivar progress: with the channel, how a call shows the progress its kernel reports (see ``compile``).
+    :ivar last_call_times: with host callbacks, seconds each Python function of the last call took on the host.
 
     A program built with the device <-> host channel (``source.channel``) also takes :meth:`on_progress`,
     :meth:`on_notify` and :meth:`cancel`, and stops its kernel on Ctrl-C (see ``docs/channel.md``).
     """
 
     def __init__(
-        self, sdfg: dace.SDFG, source, library: Path, backend: str, progress: bool | str = False, timeout=None
+        self,
+        sdfg: dace.SDFG,
+        source,
+        library: Path,
+        backend: str,
+        progress: bool | str = False,
+        timeout=None,
+        callbacks: dict | None = None,
     ):
         self.sdfg = sdfg
         self.source = source
@@ -123,10 +131,13 @@ class PersistentProgram:
         self.launch_config = (0, 0)
         self._shmem = _attach_shmem(self._lib, source) if is_shmem_library(self._lib) else None
         facts = getattr(source, "channel", None)
-        self._channel = ChannelHost(self._lib, facts, sdfg.name) if facts is not None else None
+        self._channel = (
+            ChannelHost(self._lib, facts, sdfg.name, callbacks, source.step_sources) if facts is not None else None
+        )
         self.progress, self.timeout = progress, timeout
         self._progress_callbacks, self._notify_callbacks = [], []
         self._cancel = threading.Event()
+        self.last_call_times = []
 
     def on_progress(self, callback):
         """Calls ``callback(done, total)`` on the host's poller thread whenever the reported progress changes
@@ -237,6 +248,8 @@ class PersistentProgram:
                 else:
                     call.append(values[arg.name])
             rc, channel = self._launch(call)
+            if rc != 0 and channel is not None:
+                channel.raise_hang()  # debug waits: the hang report, rather than the launch's error
             self._check(rc)
             self._read_back(owned)
         finally:
@@ -249,6 +262,7 @@ class PersistentProgram:
         self._lib.cpufree_launch_config(*self._config_refs)
         self.launch_config, self.last_kernel_ms = (grid.value, block.value), ms.value
         if channel is not None:
+            self.last_call_times = channel.call_times
             channel.outcome()
         if not returns:
             return None

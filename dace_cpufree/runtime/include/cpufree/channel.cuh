@@ -15,6 +15,22 @@
 // The kernel never waits for the host: progress is two volatile stores, a notification is dropped (and counted)
 // when the ring is full, and the cancel word is read by one thread at most every CPUFREE_CHANNEL_POLL_NS.
 //
+// Host callbacks (only where the program has them: CPUFREE_CHANNEL_CALL_* defined, their words after the ring):
+//   REQ      device -> host: the number of the last request (a running count)
+//   RESP     host -> device: the number of the last request answered
+//   ID       the callback's number (ChannelFacts.calls); ARGS.. its argument words; RESULTS.. the host's results
+//   STATUS   host -> device: 0 answered, 1 the callback raised (the kernel then stops at its next cancel point)
+//   LATE     device -> host: the number of a request the leader stopped waiting for (the timeout passed)
+// The leader writes ID and the arguments, fences, sets REQ and spins on RESP (at most
+// CPUFREE_CHANNEL_CALL_TIMEOUT_NS, then it gives up and stops the kernel). The host's poller thread waits for REQ
+// (cpufree_channel_wait_call: spinning, then sleeping), calls the Python callable, writes the results, STATUS and
+// RESP. The other threads see the results after the grid sync that the generator places before their next use.
+//
+// Debug waits (CPUFREE_CHANNEL_HANG_* defined): grid syncs are a hand-written barrier (DebugGrid: an arrival
+// counter and a generation in global memory). A block that waits longer than CPUFREE_CHANNEL_HANG_TIMEOUT_NS
+// writes the hang report (where it waited, which block had not arrived and where that one was last), and every
+// waiter leaves the barrier and the kernel through the cancel path instead of hanging.
+//
 // Cancel without deadlock: every thread must leave at the same point. Before each grid sync the leader (thread
 // 0 of block 0) publishes its decision in a device-global slot chosen by the sync's parity; after the sync every
 // thread reads that slot, so all threads hold the same decision, and they act on it at the next cancel point (a
@@ -32,6 +48,14 @@
 #if defined(CPUFREE_EMULATE)
 #include <atomic>
 #include <chrono>
+#include <thread>
+#endif
+#if defined(CPUFREE_CHANNEL_CALL_REQ)
+#include <sched.h>
+
+#include <atomic>
+#include <ctime>
+#include <type_traits>
 #endif
 
 namespace cpufree::channel {
@@ -43,12 +67,31 @@ struct DeviceState {
     long long ticks;           // leader only: iterations of the loop that reports progress
     unsigned long long next;   // notification records reserved (a running count, like TAIL)
     unsigned long long dropped;
+#if defined(CPUFREE_CHANNEL_CALL_REQ)
+    long long calls;           // leader only: host requests made (a running count over launches, like REQ)
+#endif
 };
+
+#if defined(CPUFREE_CHANNEL_HANG_SITE)
+#ifndef CPUFREE_DEBUG_BLOCKS
+#define CPUFREE_DEBUG_BLOCKS 4096  // blocks whose last grid sync the hang report can name
+#endif
+struct DebugBarrier {
+    unsigned int count;        // blocks arrived at the current barrier
+    unsigned int generation;   // barriers completed
+    int failed;                // a waiter timed out (or the blocks met at different grid syncs): everyone leaves
+    int site[CPUFREE_DEBUG_BLOCKS];            // per block: site + 1 of the grid sync it arrived at last
+    unsigned int passed[CPUFREE_DEBUG_BLOCKS];  // per block: grid syncs it had passed when it arrived there
+};
+#endif
 
 }  // namespace cpufree::channel
 
 __device__ long long *cpufree_channel = nullptr;
 __device__ cpufree::channel::DeviceState cpufree_channel_state;
+#if defined(CPUFREE_CHANNEL_HANG_SITE)
+__device__ cpufree::channel::DebugBarrier cpufree_debug_barrier;
+#endif
 
 namespace cpufree::channel {
 
@@ -170,12 +213,227 @@ __device__ inline void notify(long long tag, double value) {
     fence_system();
 }
 
+#if defined(CPUFREE_CHANNEL_CALL_REQ)
+// ---- host callbacks ---------------------------------------------------------------------------------------------
+// A value as a 64-bit word of the call slot: floating point as float64 bits, integers and bools as int64.
+template <typename T> __device__ inline long long to_word(T value) {
+    if constexpr (std::is_floating_point_v<T>) {
+        const double d = (double)value;
+        long long bits;
+        memcpy(&bits, &d, sizeof(bits));
+        return bits;
+    } else {
+        return (long long)value;
+    }
+}
+template <typename T> __device__ inline T from_word(long long word, char kind) {
+    if (kind == 'f') {
+        double d;
+        memcpy(&d, &word, sizeof(d));
+        return (T)d;
+    }
+    return (T)word;
+}
+
+__device__ inline void pause_briefly() {
+#if defined(CPUFREE_EMULATE)
+    std::this_thread::yield();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    __nanosleep(64);
+#endif
+}
+
+// The leader calls host callback `id` with `nargs` argument words and waits for `nres` result words. After a cancel
+// (or a callback that raised, or no answer within the timeout) it makes no more calls: results are 0.
+__device__ inline void call(int id, const long long *args, int nargs, long long *results, int nres) {
+    DeviceState &s = cpufree_channel_state;
+    volatile long long *w = cpufree_channel;
+    for (int k = 0; k < nres; ++k) results[k] = 0;
+    if (s.seen) return;
+    if (s.calls == 0) s.calls = w[CPUFREE_CHANNEL_CALL_RESP];  // numbering goes on from the last launch's
+    const long long seq = ++s.calls;
+    w[CPUFREE_CHANNEL_CALL_ID] = id;
+    for (int k = 0; k < nargs; ++k) w[CPUFREE_CHANNEL_CALL_ARGS + k] = args[k];
+    fence_system();  // the request before its number
+    w[CPUFREE_CHANNEL_CALL_REQ] = seq;
+    fence_system();
+    const long long start = now_ns();
+    while (w[CPUFREE_CHANNEL_CALL_RESP] != seq) {
+        if (now_ns() - start > CPUFREE_CHANNEL_CALL_TIMEOUT_NS) {
+            s.seen = 1;  // the host did not answer: stop at the next cancel point
+            w[CPUFREE_CHANNEL_CALL_LATE] = seq;
+            fence_system();
+            return;
+        }
+        pause_briefly();
+    }
+    fence_system();  // the answer's words after its number
+    if (w[CPUFREE_CHANNEL_CALL_STATUS] != 0) {
+        s.seen = 1;  // the callback raised: the host re-raises it after the kernel stopped
+        return;
+    }
+    for (int k = 0; k < nres; ++k) results[k] = w[CPUFREE_CHANNEL_CALL_RESULTS + k];
+}
+
+// The host's address of the channel (set by host_alloc). `static`: every library keeps its own (an `inline`
+// function's static would be one object in the whole process, shared by all loaded programs).
+static inline long long *&host_words_ref() {
+    static long long *words = nullptr;
+    return words;
+}
+
+// Host: waits until the kernel makes a request after `answered` (returns its number) or `timeout_ns` passed
+// (returns `answered`). Spins for the first CPUFREE_CHANNEL_SPIN_NS after each request, then sleeps 20 us steps.
+#ifndef CPUFREE_CHANNEL_SPIN_NS
+#define CPUFREE_CHANNEL_SPIN_NS 2000000LL
+#endif
+inline long long host_now_ns() {
+#if defined(CPUFREE_EMULATE)
+    return now_ns();
+#else
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+#endif
+}
+static inline long long wait_call(long long answered, long long timeout_ns) {
+    static long long last_request = 0;  // host time of the last request seen: spin while requests come often
+    volatile long long *w = host_words_ref();
+    const long long start = host_now_ns();
+    while (true) {
+        const long long req = w[CPUFREE_CHANNEL_CALL_REQ];
+        const long long now = host_now_ns();
+        if (req != answered) {
+            last_request = now;
+            std::atomic_thread_fence(std::memory_order_acquire);
+            return req;
+        }
+        if (now - start >= timeout_ns) return answered;
+        if (now - last_request > CPUFREE_CHANNEL_SPIN_NS) {
+            timespec pause{0, 20000};
+            nanosleep(&pause, nullptr);
+        } else {
+            sched_yield();  // spinning, but a thread waiting for this core (the emulated kernel) goes first
+        }
+    }
+}
+#endif  // CPUFREE_CHANNEL_CALL_REQ
+
+#if defined(CPUFREE_CHANNEL_HANG_SITE)
+// ---- debug waits: a grid barrier whose waiters time out ----------------------------------------------------------
+__device__ inline int hung() { return reinterpret_cast<volatile int *>(&cpufree_debug_barrier.failed)[0]; }
+
+// The first block to give up writes the report (kind 0: it timed out, 1: the blocks met at different grid syncs,
+// 2: the race checker saw that the barrier can never complete): where it waited, how many blocks had arrived, and the first block
+// that had not (or that waits at another grid sync) with the grid sync it reached last.
+__device__ inline void report_hang(int kind, int site, unsigned int passed, unsigned int arrived) {
+    DebugBarrier &b = cpufree_debug_barrier;
+#if defined(CPUFREE_EMULATE)
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&b.failed, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return;
+#else
+    if (atomicCAS(&b.failed, 0, 1) != 0) return;
+#endif
+    volatile long long *w = cpufree_channel;
+    const unsigned int blocks = gridDim.x < CPUFREE_DEBUG_BLOCKS ? gridDim.x : CPUFREE_DEBUG_BLOCKS;
+    long long missing = -1, missing_site = 0, missing_passed = 0;
+    volatile int *where = b.site;
+    volatile unsigned int *when = b.passed;
+    for (unsigned int k = 0; k < blocks; ++k) {
+        if (where[k] != site + 1 || when[k] != passed) {
+            missing = k;
+            missing_site = where[k];
+            missing_passed = when[k];
+            break;
+        }
+    }
+    w[CPUFREE_CHANNEL_HANG_BLOCK] = blockIdx.x;
+    w[CPUFREE_CHANNEL_HANG_ARRIVED] = arrived;
+    w[CPUFREE_CHANNEL_HANG_GRID] = gridDim.x;
+    w[CPUFREE_CHANNEL_HANG_MISSING] = missing;
+    w[CPUFREE_CHANNEL_HANG_MISSING_SITE] = missing_site;
+    w[CPUFREE_CHANNEL_HANG_MISSING_SYNCS] = missing_passed;
+    w[CPUFREE_CHANNEL_HANG_SYNCS] = passed;
+    w[CPUFREE_CHANNEL_HANG_KIND] = kind;
+    fence_system();
+    w[CPUFREE_CHANNEL_HANG_SITE] = site + 1;
+    fence_system();
+}
+
+// `__grid` of a kernel built with debug waits. `site` is set before each sync (CPUFREE_CHANNEL_BEFORE_SYNC).
+struct DebugGrid {
+    int where = -1;  // the cancel point number of the grid sync being made
+    unsigned int passed = 0;  // grid syncs this thread has passed
+
+    __device__ void sync() {
+        DebugBarrier &b = cpufree_debug_barrier;
+        const unsigned int me = blockIdx.x < CPUFREE_DEBUG_BLOCKS ? blockIdx.x : CPUFREE_DEBUG_BLOCKS - 1;
+#if defined(CPUFREE_EMULATE) && defined(CPUFREE_RACE_CHECK)
+        // The race checker runs the threads one at a time and sees a barrier that can never complete at once.
+        if (threadIdx.x == 0) {
+            b.site[me] = where + 1;
+            b.passed[me] = passed;
+        }
+        try {
+            cpufree::race::checker().grid_barrier(cpufree::race::self);
+        } catch (const cpufree::race::Abandoned &) {
+            report_hang(2, where, passed, 0);  // kind 2: the checker saw it can never complete
+            throw;
+        }
+#elif defined(CPUFREE_EMULATE)
+        b.site[me] = where + 1;  // one thread: the barrier is complete at once
+        b.passed[me] = passed;
+#else
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            volatile unsigned int *gen = &b.generation;
+            const unsigned int g = *gen;
+            reinterpret_cast<volatile int *>(b.site)[me] = where + 1;
+            reinterpret_cast<volatile unsigned int *>(b.passed)[me] = passed;
+            __threadfence();
+            const unsigned int arrived = atomicAdd(&b.count, 1u) + 1u;
+            if (arrived == gridDim.x) {
+                // the last to arrive: every block must be at this grid sync, with as many passed
+                const unsigned int blocks = gridDim.x < CPUFREE_DEBUG_BLOCKS ? gridDim.x : CPUFREE_DEBUG_BLOCKS;
+                for (unsigned int k = 0; k < blocks; ++k) {
+                    if (reinterpret_cast<volatile int *>(b.site)[k] != where + 1 ||
+                        reinterpret_cast<volatile unsigned int *>(b.passed)[k] != passed) {
+                        report_hang(1, where, passed, arrived);
+                        break;
+                    }
+                }
+                atomicExch(&b.count, 0u);  // before the generation moves: the next barrier counts afresh
+                __threadfence();
+                atomicAdd(&b.generation, 1u);
+            } else {
+                const long long start = now_ns();
+                while (*gen == g && !hung()) {
+                    if (now_ns() - start > CPUFREE_CHANNEL_HANG_TIMEOUT_NS) {
+                        report_hang(0, where, passed, *reinterpret_cast<volatile unsigned int *>(&b.count));
+                        break;
+                    }
+                    __nanosleep(256);
+                }
+            }
+            __threadfence();
+        }
+        __syncthreads();
+#endif
+        ++passed;
+    }
+};
+
+#endif  // CPUFREE_CHANNEL_HANG_SITE
+
 // ---- host side ----------------------------------------------------------------------------------------------
 inline void *host_alloc(size_t bytes, long long **device) {
 #if defined(CPUFREE_EMULATE)
     void *p = calloc(1, bytes);
     *device = static_cast<long long *>(p);
     cpufree_channel = *device;
+#if defined(CPUFREE_CHANNEL_CALL_REQ)
+    host_words_ref() = static_cast<long long *>(p);
+#endif
     return p;
 #else
     void *p = nullptr;
@@ -185,9 +443,25 @@ inline void *host_alloc(size_t bytes, long long **device) {
     if (cudaHostGetDevicePointer(&d, p, 0) != cudaSuccess) return nullptr;
     *device = static_cast<long long *>(d);
     if (cudaMemcpyToSymbol(cpufree_channel, device, sizeof(*device)) != cudaSuccess) return nullptr;
+#if defined(CPUFREE_CHANNEL_CALL_REQ)
+    host_words_ref() = static_cast<long long *>(p);
+#endif
     return p;
 #endif
 }
+
+#if defined(CPUFREE_CHANNEL_HANG_SITE)
+// Before each launch: the debug barrier starts empty (a launch that gave up leaves it failed, blocks counted).
+static inline int debug_reset() {
+#if defined(CPUFREE_EMULATE)
+    memset(&cpufree_debug_barrier, 0, sizeof(cpufree_debug_barrier));
+    return 0;
+#else
+    static DebugBarrier zero{};
+    return cudaMemcpyToSymbol(cpufree_debug_barrier, &zero, sizeof(zero)) == cudaSuccess ? 0 : 1;
+#endif
+}
+#endif
 
 // The exact count of dropped notifications (the host word may lag behind when several threads drop at once).
 inline unsigned long long dropped() {
@@ -213,7 +487,20 @@ inline unsigned long long dropped() {
         cpufree::channel::stopped(__tid, site, __cpufree_syncs);                \
         return;                                                                 \
     }
+#if defined(CPUFREE_CHANNEL_HANG_SITE)
+#define CPUFREE_CHANNEL_BEFORE_SYNC(site) \
+    CPUFREE_CHANNEL_POINT(site)           \
+    if (__tid == 0) cpufree::channel::publish(__cpufree_syncs + 1u); \
+    __grid.where = site;
+#define CPUFREE_CHANNEL_AFTER_SYNC()                                                  \
+    __cpufree_stop = cpufree::channel::decision(++__cpufree_syncs);                  \
+    if (cpufree::channel::hung()) {                                                   \
+        cpufree::channel::stopped(__tid, __grid.where, __cpufree_syncs);               \
+        return;                                                                       \
+    }
+#else
 #define CPUFREE_CHANNEL_BEFORE_SYNC(site) \
     CPUFREE_CHANNEL_POINT(site)           \
     if (__tid == 0) cpufree::channel::publish(__cpufree_syncs + 1u);
 #define CPUFREE_CHANNEL_AFTER_SYNC() __cpufree_stop = cpufree::channel::decision(++__cpufree_syncs);
+#endif

@@ -38,8 +38,19 @@ namespace cg = cooperative_groups;
 #define CPUFREE_FULL_BLOCKS __launch_bounds__(CPUFREE_MAX_BLOCK_THREADS)
 #endif
 
+#if defined(CPUFREE_EMULATE)
+#include <complex>
+namespace cpufree { template <typename T> using complex = std::complex<T>; }
+#else
+#include <cuda/std/complex>
+namespace cpufree { template <typename T> using complex = cuda::std::complex<T>; }
+#endif
+
 // DaCe tasklet code names a few types and functions through the `dace` namespace.
 namespace dace {
+using complex64 = cpufree::complex<float>;
+using complex128 = cpufree::complex<double>;
+using uint = unsigned int;
 using float64 = double;
 using float32 = float;
 using int64 = long long;
@@ -53,6 +64,24 @@ using uint8 = unsigned char;
 using bool_ = bool;
 namespace math {
 using ::exp; using ::log; using ::sqrt; using ::pow; using ::sin; using ::cos; using ::tanh; using ::fabs;
+// the same of complex numbers (the real ones above stay the C library's)
+#if defined(CPUFREE_EMULATE)
+#define CPUFREE_COMPLEX_NS std
+#else
+#define CPUFREE_COMPLEX_NS cuda::std
+#endif
+template <typename T> __host__ __device__ inline cpufree::complex<T> pow(const cpufree::complex<T> &a, const cpufree::complex<T> &b) {
+    return CPUFREE_COMPLEX_NS::pow(a, b);
+}
+template <typename T> __host__ __device__ inline cpufree::complex<T> pow(const cpufree::complex<T> &a, const T &b) {
+    return CPUFREE_COMPLEX_NS::pow(a, b);
+}
+template <typename T> __host__ __device__ inline cpufree::complex<T> exp(const cpufree::complex<T> &a) { return CPUFREE_COMPLEX_NS::exp(a); }
+template <typename T> __host__ __device__ inline cpufree::complex<T> log(const cpufree::complex<T> &a) { return CPUFREE_COMPLEX_NS::log(a); }
+template <typename T> __host__ __device__ inline cpufree::complex<T> sqrt(const cpufree::complex<T> &a) { return CPUFREE_COMPLEX_NS::sqrt(a); }
+template <typename T> __host__ __device__ inline cpufree::complex<T> sin(const cpufree::complex<T> &a) { return CPUFREE_COMPLEX_NS::sin(a); }
+template <typename T> __host__ __device__ inline cpufree::complex<T> cos(const cpufree::complex<T> &a) { return CPUFREE_COMPLEX_NS::cos(a); }
+#undef CPUFREE_COMPLEX_NS
 // `x ** 3` with a literal integer exponent (the unparser writes `reciprocal(ipow(x, 3))` for `x ** -3`): by
 // squaring, in x's type, so an integer power of an integer stays exact as in Python.
 template <typename T> __host__ __device__ inline T ipow(T base, unsigned int exponent) {
@@ -63,6 +92,11 @@ template <typename T> __host__ __device__ inline T ipow(T base, unsigned int exp
         if (exponent) base *= base;  // not past the last bit: a signed square there could overflow
     }
     return result;
+}
+// An integer to an integer power is an integer, as in Python and NumPy (sizes such as R ** K index arrays).
+template <typename A, typename B, typename = std::enable_if_t<std::is_integral<A>::value && std::is_integral<B>::value>>
+__host__ __device__ inline A pow(A base, B exponent) {
+    return exponent < 0 ? A(0) : ipow(base, (unsigned int)exponent);
 }
 }  // namespace math
 }  // namespace dace
@@ -95,6 +129,18 @@ template <Op op, typename T> __host__ __device__ inline T combine(T a, T b) {
 
 // Atomic read-modify-write for locations that several threads of the grid update.
 // Sums use the native atomicAdd; the rest is a compare-and-swap loop on the bit pattern.
+// A complex sum: each part atomically (other operators have no order on complex numbers).
+template <Op op, typename T> __device__ inline void atomic_combine(complex<T> *ptr, complex<T> val) {
+    static_assert(op == Op::Sum, "atomic_combine of complex numbers: sums only");
+    T *parts = reinterpret_cast<T *>(ptr);
+#if defined(CPUFREE_EMULATE)
+    parts[0] += val.real();
+    parts[1] += val.imag();
+#else
+    atomicAdd(parts, val.real());
+    atomicAdd(parts + 1, val.imag());
+#endif
+}
 template <Op op, typename T> __device__ inline void atomic_combine(T *ptr, T val) {
 #if defined(CPUFREE_EMULATE)
     *ptr = combine<op>(*ptr, val);
@@ -127,6 +173,24 @@ template <Op op, typename T> __device__ inline void atomic_combine(T *ptr, T val
 #endif
 }
 
+#if !defined(CPUFREE_EMULATE)
+// Warp shuffles of a value: complex numbers as their two parts.
+template <typename T> __device__ inline T shfl_down(T v, int offset) {
+#if defined(__HIPCC__)
+    return __shfl_down(v, offset);
+#else
+    return __shfl_down_sync(0xffffffffu, v, offset);
+#endif
+}
+template <typename T> __device__ inline complex<T> shfl_down(complex<T> v, int offset) {
+    return complex<T>(shfl_down(v.real(), offset), shfl_down(v.imag(), offset));
+}
+template <typename T> __device__ inline T shfl_xor(T v, int offset) { return __shfl_xor_sync(0xffffffffu, v, offset); }
+template <typename T> __device__ inline complex<T> shfl_xor(complex<T> v, int offset) {
+    return complex<T>(shfl_xor(v.real(), offset), shfl_xor(v.imag(), offset));
+}
+#endif
+
 // Combines per-lane partials across a warp (``has``: the lane saw at least one element). The
 // result is valid in lane 0; the return value says whether any lane had one. Every lane of the
 // warp must call it together, and blocks are whole warps (the launcher rounds the block size).
@@ -136,10 +200,10 @@ template <Op op, typename T> __device__ inline bool warp_reduce(T &val, bool has
 #else
     for (int offset = warpSize / 2; offset > 0; offset /= 2) {
 #if defined(__HIPCC__)
-        T other = __shfl_down(val, offset);
+        T other = shfl_down(val, offset);
         int other_has = __shfl_down((int)has, offset);
 #else
-        T other = __shfl_down_sync(0xffffffffu, val, offset);
+        T other = shfl_down(val, offset);
         int other_has = __shfl_down_sync(0xffffffffu, (int)has, offset);
 #endif
         if (other_has) {
@@ -281,7 +345,7 @@ template <unsigned int Size, typename F, typename... P> __device__ inline void w
 template <Op op, typename T, unsigned int Size> __device__ inline T tile_reduce(const BlockTile<Size> &tile, T val) {
     __shared__ T partial[32];  // one per warp of the block
     const unsigned int warp = threadIdx.x / warpSize, lane = threadIdx.x % warpSize;
-    for (int offset = warpSize / 2; offset > 0; offset /= 2) val = combine<op>(val, __shfl_xor_sync(0xffffffffu, val, offset));
+    for (int offset = warpSize / 2; offset > 0; offset /= 2) val = combine<op>(val, shfl_xor(val, offset));
     if (lane == 0) partial[warp] = val;
     tile.sync();
     const unsigned int first = tile.meta_group_rank() * (Size / warpSize);

@@ -94,10 +94,16 @@ template <typename T> __host__ __device__ inline T ipow(T base, unsigned int exp
     return result;
 }
 // An integer to an integer power is an integer, as in Python and NumPy (sizes such as R ** K index arrays).
-template <typename A, typename B, typename = std::enable_if_t<std::is_integral<A>::value && std::is_integral<B>::value>>
-__host__ __device__ inline A pow(A base, B exponent) {
-    return exponent < 0 ? A(0) : ipow(base, (unsigned int)exponent);
-}
+// Plain overloads, not a template: the C++ library's own promoting pow template would make a template ambiguous.
+#define CPUFREE_INT_POW(A, B)                                                      \
+    __host__ __device__ inline A pow(A base, B exponent) {                         \
+        return exponent < 0 ? (A)0 : ipow(base, (unsigned int)exponent);          \
+    }
+CPUFREE_INT_POW(long long, long long)
+CPUFREE_INT_POW(long long, int)
+CPUFREE_INT_POW(int, int)
+CPUFREE_INT_POW(int, long long)
+#undef CPUFREE_INT_POW
 }  // namespace math
 }  // namespace dace
 

@@ -45,7 +45,7 @@ class KernelSource:
     code: str
     kernel: str
     args: list  # list[KernelArg], in kernel and launcher order
-    grid_syncs: int  # grid.sync() sites in the kernel text
+    grid_syncs: int  # grid-sync sites in the kernel (counted by the printer)
     items: int  # work items (maps, copies, tasklets)
     dialect: Dialect
     steps: list = None  # (label, strategy, sync before) per work item, in program order
@@ -115,6 +115,7 @@ class Printer:
         self.steps_apart = steps_apart
         self.timed = timed
         self.race_check = race_check
+        self.grid_syncs = 0  # grid syncs printed (KernelSource.grid_syncs)
         self.channel = channel  # grid syncs become cancel points (cpufree/channel.cuh)
         #: with ``timed``, the name of each segment a mark closes (segment 0: the control flow between steps)
         self.segments = ["between steps"] if timed else []
@@ -132,6 +133,7 @@ class Printer:
     def _synced(self, grid: bool, label: str) -> list[str]:
         """A grid sync (``grid``) or block barrier before ``label``, timed on its own when ``timed``."""
         sync, kind = ("__grid.sync();", "grid sync") if grid else ("__syncthreads();", "block barrier")
+        self.grid_syncs += grid
         before, after = chan.sync_lines(self.channel, label) if grid else ([], [])
         return self._between() + before + [sync] + after + self._mark(f"{kind} before {label}")
 
@@ -344,7 +346,7 @@ def generate(
         code,
         kernel,
         args,
-        code.count("__grid.sync();"),
+        printer.grid_syncs,
         len(work),
         dialect,
         steps,

@@ -54,6 +54,13 @@ def test_an_unknown_keyword_is_refused(run):
         run(np.ones(3), np.zeros(3), 1.0, 1, beta=2.0)
 
 
+def test_an_unused_integer_keyword_is_ignored_with_a_warning(run):
+    """NPBench passes every size of a benchmark, also one the program does not declare (stockham_fft's N)."""
+    y = np.zeros(3)
+    with pytest.warns(RuntimeWarning, match="keyword 'Q' is neither a parameter nor a size symbol"):
+        run(np.ones(3), y, 1.0, 1, Q=7)
+
+
 def test_a_size_symbol_may_be_given_as_a_keyword(run):
     y = np.zeros(4)
     run(np.ones(4), y, 1.0, 1, N=4)

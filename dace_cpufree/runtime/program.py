@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -277,6 +278,16 @@ class PersistentProgram:
         for key, value in kwargs.items():
             if key in values:
                 raise ArgumentError(f"{self.sdfg.name}: argument '{key}' given twice.")
+            if key not in names and key not in self._symbol_names and _is_integer(value):
+                # a size the program does not use (NPBench passes every size of a benchmark): ignored, as
+                # upstream DaCe ignores it, but said, in case it was meant for a parameter
+                warnings.warn(
+                    f"{self.sdfg.name}: keyword '{key}' is neither a parameter nor a size symbol of the program; "
+                    "ignored.",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                continue
             if key not in names and key not in self._symbol_names:
                 raise ArgumentError(
                     f"{self.sdfg.name}: unknown keyword argument '{key}'. Fix: use the program's parameters "
@@ -452,3 +463,7 @@ def _attach_shmem(lib, source):
     shmem = session()
     shmem.attach(lib, gpu_count(), direct_stores=source.direct_stores)
     return shmem
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)

@@ -66,7 +66,7 @@ def fake_results(tmp_path_factory):
     root = tmp_path_factory.mktemp("npbench")
     _benchmark(root, "good", "0.5 * (B[:-2] + B[2:])")
     _benchmark(root, "off", "0.5 * (B[:-2] + B[2:]) + 1e-3")
-    _benchmark(root, "talks", "0.5 * (B[:-2] + B[2:])", extra="print(A[0])\n")
+    _benchmark(root, "talks", "0.5 * (B[:-2] + B[2:])", extra="print(A)\n")  # an array to the host: refused
     out = tmp_path_factory.mktemp("out") / "results.json"
     assert foreign.main(["--npbench", str(root), "--json", str(out), "--timeout", "300"]) == 0
     return {r["name"]: r for r in json.loads(out.read_text())}

@@ -17,6 +17,7 @@ import numpy as np
 from dace_cpufree import nvshmem
 
 from . import poisson
+from .recurrence import conjugate_gradient
 
 NR, NNZ, W, K = (dace.symbol(s) for s in ("NR", "NNZ", "W", "K"))
 
@@ -105,18 +106,7 @@ def spmv_reference(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, v:
 
 def reference(indptr, indices, data, b: np.ndarray, iters: int) -> tuple[np.ndarray, np.ndarray]:
     """NumPy, the recurrences of :func:`cg_csr`: ``(x, hist)``."""
-    x, r, p = np.zeros_like(b), b.copy(), b.copy()
-    rr, hist = float(b @ b), np.zeros(iters)
-    for k in range(iters):
-        q = spmv_reference(indptr, indices, data, p)
-        alpha = rr / float(p @ q)
-        x += alpha * p
-        r -= alpha * q
-        rn = float(r @ r)
-        hist[k] = np.sqrt(rn)
-        p = r + (rn / rr) * p
-        rr = rn
-    return x, hist
+    return conjugate_gradient(lambda p: spmv_reference(indptr, indices, data, p), lambda u, v: float(u @ v), b, iters)
 
 
 def poisson_csr(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

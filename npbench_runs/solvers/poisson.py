@@ -28,6 +28,8 @@ import numpy as np
 
 from dace_cpufree import nvshmem
 
+from .recurrence import conjugate_gradient
+
 LX, NY, K = (dace.symbol(s) for s in ("LX", "NY", "K"))
 #: Flag arrays of each program: one for the halos of ``p`` (CG), one for the first exchange of ``r`` and one for
 #: ``w``'s halos by parity (pipelined: apart, so that the guards of the waits with a symbolic parity index are
@@ -234,18 +236,7 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
 
 def reference_cg(b: np.ndarray, iters: int) -> tuple[np.ndarray, np.ndarray]:
     """NumPy on the global padded grid, the same recurrences as :func:`cg_poisson_2d`: ``(x, hist)``."""
-    x, r, p = np.zeros_like(b), b.copy(), b.copy()
-    rr, hist = _dot(r, r), np.zeros(iters)
-    for k in range(iters):
-        q = _laplacian(p)
-        alpha = rr / _dot(p, q)
-        x += alpha * p
-        r -= alpha * q
-        rn = _dot(r, r)
-        hist[k] = np.sqrt(rn)
-        p = r + (rn / rr) * p
-        rr = rn
-    return x, hist
+    return conjugate_gradient(_laplacian, _dot, b, iters)
 
 
 def reference_pipelined_cg(b: np.ndarray, iters: int) -> tuple[np.ndarray, np.ndarray]:

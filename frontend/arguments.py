@@ -88,20 +88,29 @@ def _remove_index_copy(sdfg: dace.SDFG, state, edge) -> None:
         sdfg.remove_data(scalar.data, validate=False)
 
 
+def scalar_in_memory(sdfg: dace.SDFG, value, call: str, role: str, error=CommunicationError) -> str | None:
+    """The container ``value`` names when it is one in ``sdfg`` (it must hold one element: ``error`` otherwise);
+    ``None`` when ``value`` names no container."""
+    if not (isinstance(value, str) and value in sdfg.arrays):
+        return None
+    desc = sdfg.arrays[value]
+    if desc.total_size != 1:
+        raise error(
+            f"{call}: '{role}' must be a scalar, got the array '{value}' of shape {desc.shape}. "
+            f"Fix: index it ({value}[0])."
+        )
+    return value
+
+
 def resolve_value(sdfg: dace.SDFG, value, call: str, role: str) -> tuple[str | None, str | None]:
     """``(expression, None)`` for a constant or symbolic value, ``(None, container)`` for a scalar in memory."""
     if isinstance(value, bool):
         raise CommunicationError(f"{call}: '{role}' must be an integer, got a bool.")
     if isinstance(value, (int, dace.symbolic.SymExpr)) or dace.symbolic.issymbolic(value):
         return str(value), None
-    if isinstance(value, str) and value in sdfg.arrays:
-        desc = sdfg.arrays[value]
-        if desc.total_size != 1:
-            raise CommunicationError(
-                f"{call}: '{role}' must be a scalar, got the array '{value}' of shape {desc.shape}. "
-                f"Fix: index it ({value}[0])."
-            )
-        return None, value
+    container = scalar_in_memory(sdfg, value, call, role)
+    if container is not None:
+        return None, container
     if isinstance(value, str) and value in sdfg.symbols:
         return value, None
     raise CommunicationError(f"{call}: '{role}' must be an integer expression or a scalar, got {value!r}.")

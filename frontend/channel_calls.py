@@ -23,6 +23,8 @@ from dace_cpufree.codegen.expressions import cexpr
 
 from dace_cpufree.errors import CpufreeError
 
+from .arguments import scalar_in_memory
+
 PROGRESS_NAMES = ("dace_cpufree.progress", "dace_cpufree.channel.progress")
 NOTIFY_NAMES = ("dace_cpufree.notify", "dace_cpufree.channel.notify")
 
@@ -43,14 +45,9 @@ def _value(sdfg: dace.SDFG, value, call: str, role: str) -> tuple[str | None, st
         raise CpufreeError(f"{call}: '{role}' must be a number, got a bool.")
     if isinstance(value, (int, float)):
         return repr(value), None
-    if isinstance(value, str) and value in sdfg.arrays:
-        desc = sdfg.arrays[value]
-        if desc.total_size != 1:
-            raise CpufreeError(
-                f"{call}: '{role}' must be a scalar, got the array '{value}' of shape {desc.shape}. "
-                f"Fix: index it ({value}[0])."
-            )
-        return None, value
+    container = scalar_in_memory(sdfg, value, call, role, CpufreeError)
+    if container is not None:
+        return None, container
     if isinstance(value, str) and value in sdfg.symbols:
         return value, None
     if dace.symbolic.issymbolic(value) or isinstance(value, dace.symbolic.SymExpr):

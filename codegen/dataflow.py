@@ -54,6 +54,7 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     if kind == "grid":  # a collective device-library call that every thread makes (a matrix product)
         item = Item(f"tasklet {node.label}", code, reads, writes, Executor.GRID, strategy="every thread of the grid")
         item.regions = tuple(regions)
+        item.collective = True
         return item
     if kind == "leader" and block == 0:
         return Item(
@@ -61,15 +62,15 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
         )
     # Library calls on a block or thread: their registers apart from the kernel's loops (see cpufree::apart).
     code = apart(code)
-    on_block = f"blockIdx.x == {block} % gridDim.x"
+    on_block = f"__block == {block} % __blocks"
     if kind == "blocks":
         lanes = int(str(location.get("cpufree_lanes", 1)))
         code = [
             "{",
-            f"    const unsigned int __lanes = cpufree::min_<unsigned int>({lanes}u, gridDim.x);",
-            f"    if (blockIdx.x % __lanes == {block}u % __lanes) {{",
-            f"        const unsigned int __parts = (gridDim.x - 1 - {block}u % __lanes) / __lanes + 1;",
-            "        const unsigned int __part = cpufree::lane_part(blockIdx.x / __lanes, __parts);",
+            f"    const unsigned int __lanes = cpufree::min_<unsigned int>({lanes}u, __blocks);",
+            f"    if (__block % __lanes == {block}u % __lanes) {{",
+            f"        const unsigned int __parts = (__blocks - 1 - {block}u % __lanes) / __lanes + 1;",
+            "        const unsigned int __part = cpufree::lane_part(__block / __lanes, __parts);",
             "        __syncthreads();",
             *indent(indent(code)),
             *(["        __syncthreads();"] if location.get("cpufree_exit_barrier") != "no" else []),

@@ -43,6 +43,16 @@ class Item:
     regions: tuple = ()  # (container, "R"/"W", subset) of a BLOCK/THREAD item: finer than reads/writes
     row: object = None  # how a map step can run row by row (``rows.RowCandidate``), for tile-local fusion
     source: str = ""  # "file:line" of the program construct the item comes from, where DaCe recorded it
+    # The block function whose blocks run the item (``vocabulary.BlockPart``; ``None``: the whole grid). Its
+    # code sees the part's blocks as its grid (``__block``, ``__blocks``, ``__tid``, ``__nthreads``).
+    part: object = None
+    collective: bool = False  # a library call that every thread of the whole grid makes together (gemm)
+    part_sync_before: bool = False  # a barrier of the part's blocks before it (``cpufree::part_sync``)
+
+    @property
+    def part_key(self):
+        """``(scope, index)`` of the item's block function, or ``None``."""
+        return None if self.part is None else (self.part.scope, self.part.index)
 
 
 @dataclass(eq=False)

@@ -16,7 +16,7 @@ from . import ir
 from .captures import apart, pass_pointers
 from .context import KernelContext, symbol_ctype
 from .dialect import Dialect
-from .expressions import kernel_symbols
+from .expressions import cexpr, kernel_symbols
 from .host import HOST_TEMPLATE, workspace_code
 from .lower import lower_sdfg
 from .rows import fuse_rows
@@ -32,8 +32,9 @@ KERNEL_TEMPLATE = """\
     {grid}
     const long long __tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long __nthreads = (long long)gridDim.x * blockDim.x;
+    const unsigned int __block = blockIdx.x, __blocks = gridDim.x;
 {symbols}
-{body}
+{scopes}{body}
 }}
 """
 
@@ -61,6 +62,9 @@ class KernelSource:
     #: the builder adds their flags
     environments: tuple = ()
     channel: chan.ChannelFacts | None = None  # the device <-> host channel (progress, cancel, notify), if built
+    #: ``@mapgridscope`` scopes: per scope, its block functions' ``vocabulary.BlockPart`` in part order
+    block_scopes: list = None
+    part_syncs: int = 0  # barriers among the blocks of one block function, printed
 
 
 STEP_TIMES_HOST = """
@@ -116,6 +120,7 @@ class Printer:
         self.timed = timed
         self.race_check = race_check
         self.grid_syncs = 0  # grid syncs printed (KernelSource.grid_syncs)
+        self.part_syncs = 0  # barriers of a block function's blocks printed
         self.channel = channel  # grid syncs become cancel points (cpufree/channel.cuh)
         #: with ``timed``, the name of each segment a mark closes (segment 0: the control flow between steps)
         self.segments = ["between steps"] if timed else []
@@ -163,9 +168,31 @@ class Printer:
         if self.race_check:  # the step that the race checker's report names
             where = f"{item.label} ({item.source})" if item.source else item.label
             code = [f"cpufree::race::at({json.dumps(where)});"] + code
+        if item.part is not None:
+            code = self._in_part(item, code)
         if item.executor == ir.Executor.EVERY:
             return _pad(lines + code, depth)  # per-thread scalar code: timed with the control flow
         return _pad(lines + [f"// {item.label}"] + code + self._mark(item.label), depth)
+
+    def _in_part(self, item: ir.Item, code: list[str]) -> list[str]:
+        """``code`` run by the blocks of the item's block function, which see them as their grid; the part's
+        barrier first where the sync analysis asked for one."""
+        p = item.part
+        lo, hi = f"__scope{p.scope}_lo[{p.index}]", f"__scope{p.scope}_hi[{p.index}]"
+        lines = [f"if (__block >= {lo} && __block < {hi}) {{  // block function {p.name.replace('__', '.', 1)}"]
+        if item.part_sync_before:
+            self.part_syncs += 1
+            lines.append(f"    cpufree::part_sync(&__cpufree_part_bar{p.scope}[{p.index}], {lo}, {hi});")
+        return lines + [
+            f"    const unsigned int __part_block = __block - {lo}, __part_blocks = {hi} - {lo};",
+            "    {",
+            "        const unsigned int __block = __part_block, __blocks = __part_blocks;",
+            "        const long long __tid = (long long)__block * blockDim.x + threadIdx.x;",
+            "        const long long __nthreads = (long long)__blocks * blockDim.x;",
+            *["        " + line if line else line for line in code],
+            "    }",
+            "}",
+        ]
 
     @staticmethod
     def _expr(item: ir.Item | None) -> str:
@@ -299,11 +326,14 @@ def generate(
             f"    __shared__ unsigned long long __cpufree_seg[{nseg} + 3];",
             f"    cpufree::StepTimes<{nseg}> __cpufree_times(__cpufree_seg, cpufree_step_times);",
         ] + body
+    scopes = block_scopes(root)
+    scope_lines, scope_globals = _scope_code(scopes, arg_names)
     environments = kernel_environments(sdfg)
     headers = [h for env in environments for h in getattr(dace.library.get_environment(env), "kernel_headers", [])]
     code = KERNEL_TEMPLATE.format(
         includes="".join(f"#include <{h}>\n" for h in headers),
-        globals=(chan.prelude(facts) if facts is not None else "")
+        globals=scope_globals
+        + (chan.prelude(facts) if facts is not None else "")
         + (f"__device__ unsigned long long cpufree_step_times[CPUFREE_TIMES_BLOCKS][{nseg} + 2];\n\n" if timed else ""),
         sdfg=sdfg.name,
         grid=chan.grid_declaration(facts),
@@ -311,6 +341,7 @@ def generate(
         kernel=kernel,
         params=",\n    ".join(a.kernel_decl(race_check) for a in args),
         symbols="\n".join(symbols),
+        scopes="".join(line + "\n" for line in scope_lines),
         body="\n".join(body),
     )
     items = list(ir.items(root))
@@ -332,14 +363,7 @@ def generate(
         code += chan.host_code(facts)
     code = dialect.translate(code)
     work = [i for i in items if i.executor != ir.Executor.EVERY]
-    steps = [
-        (
-            i.label,
-            i.strategy or ("leader thread" if i.executor == ir.Executor.LEADER else "grid-stride copy"),
-            i.sync_before,
-        )
-        for i in work
-    ]
+    steps = [(i.label, _strategy(i), i.sync_before) for i in work]
     labels = printer.segments if timed else None
     sources = {i.label: i.source for i in work if i.source}
     return KernelSource(
@@ -355,7 +379,64 @@ def generate(
         direct_stores,
         channel=facts,
         environments=tuple(environments),
+        block_scopes=scopes,
+        part_syncs=printer.part_syncs,
     )
+
+
+def _strategy(item: ir.Item) -> str:
+    """How a step runs, for ``dace-cpufree inspect``: with its block function's share of the grid, if any."""
+    text = item.strategy or ("leader thread" if item.executor == ir.Executor.LEADER else "grid-stride copy")
+    p = item.part
+    if p is None:
+        return text
+    share = "share inferred from its work" if p.inferred else "share by its range"
+    barrier = ", a barrier of its blocks before it" if item.part_sync_before else ""
+    name = p.name.replace("__", ".", 1)
+    return f"{text}; on the blocks of block function {name} (part {p.index + 1} of {p.count}, {share}{barrier})"
+
+
+def block_scopes(root) -> list:
+    """The block scopes of the kernel (``@mapgridscope``) in scope order, each the list of its functions'
+    :class:`~dace_cpufree.vocabulary.BlockPart` in part order."""
+    found = {}
+    for item in ir.items(root):
+        if item.part is not None:
+            found.setdefault(item.part.scope, {})[item.part.index] = item.part
+    return [[parts[k] for k in sorted(parts)] for _, parts in sorted(found.items())]
+
+
+def _scope_code(scopes: list, known: set) -> tuple[list[str], str]:
+    """Kernel lines that split the grid's blocks among each scope's block functions at launch
+    (``cpufree::split_blocks``), and the globals holding the barriers of their blocks."""
+    lines, globals_ = [], ""
+    for parts in scopes:
+        s, k = parts[0].scope, parts[0].count
+        if len(parts) != k:
+            grid = parts[0].name.split("__")[0]
+            raise CpufreeError(f"grid function '{grid}': {k - len(parts)} of its block functions have no step left.")
+        elems = []
+        for p in parts:
+            expr = dace.symbolic.pystr_to_symbolic(p.elems)
+            unknown = sorted(str(x) for x in expr.free_symbols if str(x) not in known)
+            if unknown:
+                raise CpufreeError(
+                    f"block function '{p.name.replace('__', '.', 1)}' covers {p.elems} elements, which depends on "
+                    f"{', '.join(unknown)}: the blocks are split at launch. Fix: declare its range with the "
+                    "program's size symbols (@blocks[lo:hi])."
+                )
+            elems.append(f"(long long)({cexpr(expr)})")
+        inferred = "true" if any(p.inferred for p in parts) else "false"
+        lines += [
+            f"    unsigned int __scope{s}_lo[{k}], __scope{s}_hi[{k}];",
+            "    {",
+            f"        const long long __elems[{k}] = {{{', '.join(elems)}}};",
+            f"        cpufree::split_blocks(__elems, {k}, {inferred}, gridDim.x, blockDim.x,",
+            f"                              __scope{s}_lo, __scope{s}_hi);",
+            "    }",
+        ]
+        globals_ += f"__device__ cpufree::PartBarrier __cpufree_part_bar{s}[{k}];\n"
+    return lines, globals_ + ("\n" if globals_ else "")
 
 
 def kernel_environments(sdfg: dace.SDFG) -> list[str]:

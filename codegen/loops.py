@@ -88,7 +88,7 @@ def grid_stride(
     elif spread:
         lines.append(  # a permutation of the threads when blocks are whole warps; else thread-fastest
             f"const {INDEX_T} __spread = blockDim.x % warpSize ? __tid : "
-            "((long long)(threadIdx.x / warpSize) * gridDim.x + blockIdx.x) * warpSize + threadIdx.x % warpSize;"
+            "((long long)(threadIdx.x / warpSize) * __blocks + __block) * warpSize + threadIdx.x % warpSize;"
         )
         lines.append(f"for ({INDEX_T} __f = __spread; __f < __n; __f += __nthreads) {{")
     else:

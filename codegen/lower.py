@@ -22,6 +22,7 @@ from dace.sdfg.state import (
 from dace.transformation.passes.analysis import loop_analysis
 
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.vocabulary import BlockPart
 
 from . import channel as chan
 from . import ir
@@ -74,7 +75,7 @@ class Channel:
 def lower_block(ctx: KernelContext, block, channel: Channel | None = None):
     """``block`` as an IR node (``ir.Seq``, ``Loop``, ``Branch``, ``Graph`` or ``Jump``)."""
     if isinstance(block, SDFGState):
-        return ir.Seq(state_items(ctx, block))
+        return ir.Seq(_in_part(state_items(ctx, block), BlockPart.from_state(block)))
     if isinstance(block, LoopRegion):
         if channel is None:
             return _lower_loop(ctx, block)
@@ -94,6 +95,21 @@ def lower_block(ctx: KernelContext, block, channel: Channel | None = None):
     if isinstance(block, ControlFlowRegion):
         return lower_region(ctx, block, channel)
     raise NotPersistableError(f"control-flow block '{block.label}' ({type(block).__name__}) is not supported.")
+
+
+def _in_part(items: list, part: BlockPart | None) -> list:
+    """The items of a state of a block function run on that function's blocks (``part``)."""
+    if part is None:
+        return items
+    for item in items:
+        if item.collective:
+            raise NotPersistableError(
+                f"block function '{part.name.replace('__', '.', 1)}' contains {item.label}, a collective call of "
+                "every thread of the grid (a matrix product), which cannot run on a part of the grid yet. Fix: "
+                "call it before or after the grid function."
+            )
+        item.part = part
+    return items
 
 
 def _trip_count(ctx: KernelContext, loop: LoopRegion) -> str | None:

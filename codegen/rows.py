@@ -103,7 +103,7 @@ def _row_local(members: list[tuple[ir.Item, RowForm]]) -> bool:
 
 def _form(item, ranges) -> RowForm | None:
     row = getattr(item, "row", None)
-    if not isinstance(item, ir.Item) or row is None or item.sync_before:
+    if not isinstance(item, ir.Item) or row is None or item.sync_before or item.part is not None:
         return None
     return next((f for f in row.forms if _same_ranges(f.ranges, ranges)), None)
 

@@ -30,10 +30,11 @@ _IN_ONE_BLOCK = (Executor.LEADER, Executor.THREAD, Executor.BLOCK)
 
 
 def _accesses(item: ir.Item) -> Pending:
+    key = item.part_key
     if item.regions:
-        return frozenset((name, mode, item.executor, item.block, sub) for name, mode, sub in item.regions)
-    acc = {(name, "R", item.executor, item.block, None) for name in item.reads}
-    acc |= {(name, "W", item.executor, item.block, None) for name in item.writes}
+        return frozenset((name, mode, item.executor, item.block, sub, key) for name, mode, sub in item.regions)
+    acc = {(name, "R", item.executor, item.block, None, key) for name in item.reads}
+    acc |= {(name, "W", item.executor, item.block, None, key) for name in item.writes}
     return frozenset(acc)
 
 
@@ -74,26 +75,40 @@ def _item_regions(item: ir.Item, name: str) -> list:
     return [(mode, sub) for n, mode, sub in item.regions if n == name] if item.regions else []
 
 
-NONE, BAR, GRID = 0, 1, 2  # what orders an item after the pending accesses: nothing, a block barrier, a grid sync
+# What orders an item after the pending accesses: nothing, a block barrier, a barrier of the blocks of the item's
+# block function (both accesses in that function), a grid sync.
+NONE, BAR, PART, GRID = 0, 1, 2, 3
 
 
 def conflicts(pending: Pending, item: ir.Item) -> int:
     """What ``item`` needs before it: ``GRID`` if it may touch memory that another block touched since the last
-    sync, ``BAR`` if its only conflicts are with items that every block ran for itself (EACH), else ``NONE``."""
+    sync, ``PART`` if all such accesses were made in the item's own block function (its blocks alone),
+    ``BAR`` if its only conflicts are with items that every block ran for itself (EACH), else ``NONE``. Block
+    numbers of items in block functions count from the function's first block: the same number in two
+    functions is two blocks."""
     need = NONE
-    for name, mode, executor, block, sub in pending:
+    key = item.part_key
+    for name, mode, executor, block, sub, part in pending:
         if name not in item.reads and name not in item.writes:
             continue
         if mode == "R" and name not in item.writes:
             continue  # read after read
-        if executor in _IN_ONE_BLOCK and item.executor in _IN_ONE_BLOCK and block == item.block:
+        same_part = part == key
+        if part is not None and key is not None and part[0] == key[0] and not same_part:
+            continue  # two block functions of one scope: independent (frontend check; sizes checked at launch)
+        if executor in _IN_ONE_BLOCK and item.executor in _IN_ONE_BLOCK and block == item.block and same_part:
             continue  # same block: program order and block barriers
         mine = _item_regions(item, name)
         if sub is not None and mine and all(_disjoint(sub, other) for m, other in mine if m == "W" or mode == "W"):
             continue  # e.g. a put reading the edge rows, a wait writing the halo ring
-        if executor != Executor.EACH:
+        if not same_part:
             return GRID
-        need = BAR
+        if executor == Executor.EACH:
+            need = max(need, BAR)
+        elif key is None:
+            return GRID
+        else:
+            need = PART
     return need
 
 
@@ -103,9 +118,12 @@ def _order(item: ir.Item, need: int, pending: Pending) -> Pending:
     if need == GRID:
         item.sync_before = True
         return frozenset()
+    if need == PART:  # every block of the part meets: its own accesses are ordered (each block's too)
+        item.part_sync_before = True
+        return frozenset(p for p in pending if p[5] != item.part_key)
     if need == BAR:
         item.bar_before = True
-        return frozenset(p for p in pending if p[2] != Executor.EACH)
+        return frozenset(p for p in pending if p[2] != Executor.EACH or p[5] != item.part_key)
     return pending
 
 
@@ -115,7 +133,8 @@ def _flow(node, pending: Pending) -> Pending:
     if isinstance(node, ir.Item):
         if not node.reads and not node.writes:
             return pending
-        marked = GRID if node.sync_before else BAR if node.bar_before else NONE  # from an earlier iteration
+        # from an earlier iteration
+        marked = GRID if node.sync_before else PART if node.part_sync_before else BAR if node.bar_before else NONE
         return _order(node, max(marked, conflicts(pending, node)), pending) | _accesses(node)
     if isinstance(node, ir.Seq):
         for child in node.children:
@@ -156,7 +175,7 @@ def _flow_loop(loop: ir.Loop, pending: Pending) -> Pending:
         head = pending | back
         for part in (loop.cond, loop.body, loop.update):
             for item in ir.items(part) if part is not None else ():
-                item.sync_before = item.bar_before = False
+                item.sync_before = item.bar_before = item.part_sync_before = False
         if loop.inverted:
             body_out = _flow(loop.body, head)
             if loop.update_before_condition:

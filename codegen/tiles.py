@@ -53,8 +53,8 @@ def tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | N
     fused_ranges = outer_ranges[len(seq) :]
     count = " * ".join([f"__x{tag}_{p}" for p in fused] + ([f"({chunks})"] if chunks else [])) or "1"
     loop = [
-        f"const {INDEX_T} __tiles{tag} = (long long)gridDim.x * __tile.meta_group_size();",
-        f"for ({INDEX_T} __o{tag} = (long long)blockIdx.x * __tile.meta_group_size() + __tile.meta_group_rank(); "
+        f"const {INDEX_T} __tiles{tag} = (long long)__blocks * __tile.meta_group_size();",
+        f"for ({INDEX_T} __o{tag} = (long long)__block * __tile.meta_group_size() + __tile.meta_group_rank(); "
         f"__o{tag} < {count}; __o{tag} += __tiles{tag}) {{",
     ]
     decode = []
@@ -134,8 +134,8 @@ def tiled_columns(par, par_ranges, red, red_ranges, prologue, body, epilogue, ta
         f"const {INDEX_T} __cols = {cols};",
         f"const {INDEX_T} __lanes = cpufree::min_<{INDEX_T}>(__tile.num_threads(), warpSize);",
         f"const {INDEX_T} __slice = __tile.thread_rank() / __lanes, __slices = __tile.num_threads() / __lanes;",
-        f"const {INDEX_T} __tiles{tag} = (long long)gridDim.x * __tile.meta_group_size();",
-        f"for ({INDEX_T} __o{tag} = (long long)blockIdx.x * __tile.meta_group_size() + __tile.meta_group_rank(); "
+        f"const {INDEX_T} __tiles{tag} = (long long)__blocks * __tile.meta_group_size();",
+        f"for ({INDEX_T} __o{tag} = (long long)__block * __tile.meta_group_size() + __tile.meta_group_rank(); "
         f"__o{tag} * __lanes < __cols; __o{tag} += __tiles{tag}) {{",
     ]
     inner = [f"const {INDEX_T} __c{tag} = __o{tag} * __lanes + __tile.thread_rank() % __lanes;"]

@@ -18,6 +18,7 @@ from dace_cpufree.errors import (
     NotPersistableError,
     RaceError,
 )
+from dace_cpufree.frontend.gridscope import blocks, mapgridscope
 
 __version__ = "0.1.0"
 
@@ -30,9 +31,11 @@ __all__ = [
     "LaunchError",
     "NotPersistableError",
     "RaceError",
+    "blocks",
     "compile",
     "generate_code",
     "kernel_source",
+    "mapgridscope",
     "notify",
     "persistent_sdfg",
     "prebuild",

@@ -5,6 +5,7 @@ passes, the code generator and the runtime can all use it without importing one 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import dace
 import dace.library
@@ -97,3 +98,78 @@ class CPUFreeMathDx:
 
 #: The name of the matrix products' environment in a tasklet's ``environments`` (DaCe records the class path).
 MATHDX_ENVIRONMENT = CPUFreeMathDx.full_class_path()
+
+
+@dataclass(frozen=True)
+class BlockPart:
+    """A block function's share of the grid (``@mapgridscope``): part ``index`` of ``count`` in block scope
+    ``scope`` (one per call of a grid function). ``elems``: the elements of its declared range, or with
+    ``inferred`` the work it does (iterations of its maps and copies), a symbolic expression of the program's
+    symbols; the kernel splits its blocks by these at launch (``cpufree::split_blocks``). ``name``: the grid and
+    block function, ``grid__block``.
+
+    The frontend puts it on the block function's nested SDFG (``node_location``, strings as DaCe's code nodes
+    keep them); flattening moves it to the states of the function (``state_location``)."""
+
+    scope: int
+    index: int
+    count: int
+    elems: str
+    inferred: bool
+    name: str
+    #: what the sizes must satisfy for the scope's block functions to touch no common element, where the
+    #: frontend could not decide it for every size (Python syntax, ``and``/``or``; on part 0; checked before
+    #: each launch: ``runtime.program``); ``""``: nothing to check
+    requires: str = ""
+
+    _KEYS = ("cpufree_scope", "cpufree_part", "cpufree_parts", "cpufree_elems", "cpufree_inferred")
+
+    def node_location(self) -> dict:
+        values = (self.scope, self.index, self.count, self.elems, int(self.inferred))
+        loc = {k: str(v) for k, v in zip(self._KEYS, values)}
+        if self.requires:
+            loc["cpufree_requires"] = self.requires
+        return loc
+
+    def renamed(self, scope: int, symbols: dict) -> BlockPart:
+        """The part in scope ``scope`` with its expressions in the caller's symbols (``symbols``: a nested SDFG's
+        symbol mapping)."""
+        import dataclasses
+
+        def subs(text: str) -> str:
+            if not text or not symbols:
+                return text
+            expr = dace.symbolic.pystr_to_symbolic(text)
+            mapping = {dace.symbolic.symbol(k): dace.symbolic.pystr_to_symbolic(str(v)) for k, v in symbols.items()}
+            return dace.symbolic.symstr(expr.subs(mapping)) if expr.free_symbols else text
+
+        return dataclasses.replace(self, scope=scope, elems=subs(self.elems), requires=subs(self.requires))
+
+    def state_location(self) -> dict:
+        import sympy
+
+        loc = {k: dace.symbolic.pystr_to_symbolic(v) for k, v in self.node_location().items() if k in self._KEYS}
+        loc["cpufree_part_name"] = sympy.Symbol(self.name)
+        if self.requires:  # kept as text: a condition is not an expression DaCe's location holds
+            loc["cpufree_requires"] = sympy.Symbol(self.requires)
+        return loc
+
+    @classmethod
+    def from_node(cls, node) -> BlockPart | None:
+        loc = getattr(node, "location", None) or {}
+        if "cpufree_part" not in loc:
+            return None
+        return cls._parse(loc, node.label)
+
+    @classmethod
+    def from_state(cls, state) -> BlockPart | None:
+        loc = state.location or {}
+        if "cpufree_part" not in loc:
+            return None
+        return cls._parse(loc, str(loc.get("cpufree_part_name", state.label)))
+
+    @classmethod
+    def _parse(cls, loc: dict, name: str) -> BlockPart:
+        scope, index, count, elems, inferred = (str(loc[k]) for k in cls._KEYS)
+        requires = str(loc.get("cpufree_requires", ""))
+        return cls(int(scope), int(index), int(count), elems, inferred == "1", name, requires)

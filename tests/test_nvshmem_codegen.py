@@ -284,8 +284,8 @@ def test_plane_rows_are_warp_puts_shared_by_the_blocks_of_a_lane():
     kernel = src.code[: src.code.index("// ---- host launcher")]
     assert "iput" not in kernel
     for lane in ("0u", "1u"):
-        assert f"if (blockIdx.x % __lanes == {lane} % __lanes) {{" in kernel
-    assert kernel.count("const unsigned int __lanes = cpufree::min_<unsigned int>(2u, gridDim.x);") == 4
+        assert f"if (__block % __lanes == {lane} % __lanes) {{" in kernel
+    assert kernel.count("const unsigned int __lanes = cpufree::min_<unsigned int>(2u, __blocks);") == 4
     warp_put = kernel.index("nvshmemx_putmem_nbi_warp(_dest + __do, _src + __so, (size_t)(32) * sizeof(double), ")
     quiet = kernel.index("nvshmem_quiet();", warp_put)
     signal = kernel.index(
@@ -331,7 +331,7 @@ def test_every_block_waits_for_itself_and_the_unpacking_needs_only_a_block_barri
     kernel = src.code[: src.code.index("// ---- host launcher")]
     for warp in range(4):
         assert kernel.count(f"if (threadIdx.x == ({warp}u * warpSize) % blockDim.x) {{") == 2
-    assert kernel.count("if (blockIdx.x == 0 % gridDim.x && threadIdx.x == 0) {") == 1  # the PE barrier alone
+    assert kernel.count("if (__block == 0 % __blocks && threadIdx.x == 0) {") == 1  # the PE barrier alone
     last_wait = kernel.index("cpufree::shmem::p2p::wait_until_ge(_flag, (uint64_t)(t));", kernel.index('"flags[3]"'))
     unpack = kernel.index("// copy hn -> B", last_wait)
     between = kernel[last_wait:unpack]
@@ -406,7 +406,7 @@ def test_direct_store_transport_writes_through_peer_pointers(monkeypatch):
     assert kernel.count("if (cpufree::shmem::last_of(&__arrived, __use)) cpufree::shmem::p2p::signal_set(_flag,") == 8
     assert kernel.count("cpufree::shmem::p2p::wait_until_ge(_flag, (uint64_t)(t));") == 8
     for lane in range(4):
-        assert kernel.count(f"if (blockIdx.x % __lanes == {lane}u % __lanes) {{") == 2
+        assert kernel.count(f"if (__block % __lanes == {lane}u % __lanes) {{") == 2
     # no block barrier after the put: the stores have read the source once they are issued
     put = kernel.index(copy)
     end = kernel.index("}, B, flags);", put)

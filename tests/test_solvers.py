@@ -80,7 +80,7 @@ def test_blocking_allreduce_is_the_library_team_reduction(program, backend, call
     # in place, by the threads of block 0 (where the scalar work runs): no grid sync between it and the copy-out's
     # leader work, but one before it (the reductions of the grid wrote the buffer)
     at = kernel.index(call)
-    assert "if (blockIdx.x == 0 % gridDim.x) {" in kernel[kernel.rindex("// tasklet allreduce", 0, at) : at]
+    assert "if (__block == 0 % __blocks) {" in kernel[kernel.rindex("// tasklet allreduce", 0, at) : at]
     assert "__grid.sync();" in kernel[: kernel.rindex("// tasklet allreduce", 0, at)]
 
 

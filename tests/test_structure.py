@@ -192,7 +192,7 @@ def test_thread_per_output_reductions_spread_their_warps_over_the_blocks():
     kernel = _kernel_text(KERNELS["mvt"].program, scheduler=False)
     spread = (
         "const long long __spread = blockDim.x % warpSize ? __tid : "
-        "((long long)(threadIdx.x / warpSize) * gridDim.x + blockIdx.x) * warpSize + threadIdx.x % warpSize;"
+        "((long long)(threadIdx.x / warpSize) * __blocks + __block) * warpSize + threadIdx.x % warpSize;"
     )
     assert kernel.count(spread) == 1
     assert "for (long long __f = __spread; __f < __n; __f += __nthreads) {" in kernel

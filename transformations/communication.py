@@ -45,6 +45,7 @@ from dace_cpufree.frontend.shmem_api import APIS, implementation
 from dace_cpufree.errors import CommunicationError, NotPersistableError
 from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL, PE_SYMBOLS, SYMMETRIC_STORAGE
 
+from .block_scopes import simplify
 from .early_puts import SplitForEarlyPuts, fuse_maps
 from .program_order import linear_states, nodes_after
 from .symmetric import PlaceOnSymmetricHeap
@@ -341,7 +342,7 @@ def specialize_for_one_pe(sdfg: dace.SDFG) -> None:
         if sub.parent_nsdfg_node is not None:
             for sym in PE_SYMBOLS:
                 sub.parent_nsdfg_node.symbol_mapping.pop(sym, None)
-    sdfg.simplify()
+    simplify(sdfg)
     left = sorted({type(n).__name__ for n, _ in sdfg.all_nodes_recursive() if isinstance(n, _COMM)})
     if left:
         raise CommunicationError(
@@ -425,6 +426,8 @@ class PrepareCommunication(ppl.Pass):
         for put, put_state, (region, block) in quiets:
             if id(block) not in after:
                 after[id(block)] = region.add_state_after(block, f"quiet_after_{block.label}")
+                if isinstance(block, dace.SDFGState):
+                    after[id(block)].location = dict(block.location)
             add_quiet(sdfg, put, put_state, after[id(block)], self._implementation)
         fence_received_buffers(sdfg, self._implementation)
         for node, state in found:

@@ -21,6 +21,7 @@ from dace.transformation.passes import FullMapFusion
 
 from dace_cpufree.errors import NotPersistableError
 
+from .block_scopes import prepare_block_scopes, simplify
 from .expand_libraries import ExpandLibraryNodesToDataflow
 from .program_order import accesses, conflict
 from .schedule import PERSISTENT_SCHEDULE
@@ -76,23 +77,8 @@ class FusePersistentKernel(ppl.Pass):
         return True
 
     def apply_pass(self, sdfg: dace.SDFG, _: dict[str, Any]) -> int:
-        ExpandLibraryNodesToDataflow().apply_pass(sdfg, {})
-        sdfg.simplify()
-        if self.fuse_maps:
-            FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
-            if sdfg.apply_transformations_repeated(FuseParallelMaps):
-                FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
-            sdfg.simplify()
-        sdfg.apply_transformations_repeated([InlineSDFG, InlineMultistateSDFG])
-        # A nested SDFG fed by views (a matrix product on a slice inside a loop) is not inlined by
-        # InlineMultistateSDFG; as one state, InlineSDFG takes it. Merge its state chain and retry.
-        for node, _ in list(sdfg.all_nodes_recursive()):
-            if isinstance(node, nodes.NestedSDFG):
-                merge_state_chain(node.sdfg, node.symbol_mapping)
-        sdfg.apply_transformations_repeated([InlineSDFG, InlineMultistateSDFG])
-        if self.fuse_maps and sdfg.apply_transformations_repeated(FuseParallelMaps):
-            # maps that met in one state by the inlining (a call whose arguments are views)
-            FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
+        prepare_block_scopes(sdfg)  # @mapgridscope: block functions inlined as marked states (done once)
+        self._fuse(sdfg)
         check_persistable(sdfg)
         infer_connector_types(sdfg)
         marked = 0
@@ -103,6 +89,26 @@ class FusePersistentKernel(ppl.Pass):
                     node.map.schedule = PERSISTENT_SCHEDULE if sdict[node] is None else dtypes.ScheduleType.Sequential
                     marked += sdict[node] is None
         return marked
+
+    def _fuse(self, sdfg: dace.SDFG) -> None:
+        """Library nodes expanded, maps fused, nested SDFGs inlined."""
+        ExpandLibraryNodesToDataflow().apply_pass(sdfg, {})
+        simplify(sdfg)
+        if self.fuse_maps:
+            FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
+            if sdfg.apply_transformations_repeated(FuseParallelMaps):
+                FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
+            simplify(sdfg)
+        sdfg.apply_transformations_repeated([InlineSDFG, InlineMultistateSDFG])
+        # A nested SDFG fed by views (a matrix product on a slice inside a loop) is not inlined by
+        # InlineMultistateSDFG; as one state, InlineSDFG takes it. Merge its state chain and retry.
+        for node, _ in list(sdfg.all_nodes_recursive()):
+            if isinstance(node, nodes.NestedSDFG):
+                merge_state_chain(node.sdfg, node.symbol_mapping)
+        sdfg.apply_transformations_repeated([InlineSDFG, InlineMultistateSDFG])
+        if self.fuse_maps and sdfg.apply_transformations_repeated(FuseParallelMaps):
+            # maps that met in one state by the inlining (a call whose arguments are views)
+            FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
 
 
 def merge_state_chain(sdfg: dace.SDFG, symbols: dict | None = None) -> bool:

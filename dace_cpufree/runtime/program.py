@@ -126,6 +126,13 @@ class PersistentProgram:
             if n.startswith("__return") and not d.transient
         ]
         self._last_key, self._last_shapes = None, None
+        # @mapgridscope: what the sizes must satisfy for block functions of one scope to touch no common element
+        self._scope_checks = [
+            (parts[0], dace.symbolic.pystr_to_symbolic(parts[0].requires))
+            for parts in getattr(source, "block_scopes", None) or []
+            if parts[0].requires
+        ]
+        self._checked_sizes = set()
         self._config = (ctypes.c_int(), ctypes.c_int(), ctypes.c_float())
         self._config_refs = tuple(ctypes.byref(c) for c in self._config)
         self.last_kernel_ms = float("nan")
@@ -235,6 +242,8 @@ class PersistentProgram:
     def __call__(self, *args, **kwargs):
         values = self._check_values(self._bind_names(args, kwargs))
         symbols = self._infer_symbols(values)
+        if self._scope_checks:
+            self._check_block_scopes(symbols)
         returns = self._allocate_returns(values, symbols)
         owned = []
         try:
@@ -269,6 +278,23 @@ class PersistentProgram:
             return None
         out = [values[name] for name in returns]
         return out[0] if len(out) == 1 else tuple(out)
+
+    def _check_block_scopes(self, symbols: dict) -> None:
+        """Block functions of one scope run at the same time: where the frontend could not show that they touch no
+        common element for every size, these sizes are checked here, before the launch."""
+        key = tuple(sorted(symbols.items()))
+        if key in self._checked_sizes:
+            return
+        for part, condition in self._scope_checks:
+            if not bool(dace.symbolic.evaluate(condition, symbols)):
+                grid = part.name.split("__")[0]
+                sizes = ", ".join(f"{s} = {symbols[s]}" for s in sorted(map(str, condition.free_symbols)))
+                raise ArgumentError(
+                    f"{self.sdfg.name}: for {sizes}, block functions of '{grid}' would touch the same elements "
+                    f"(they need {part.requires}), and they run at the same time. Fix: use larger sizes, or call "
+                    "the dependent steps after the grid function."
+                )
+        self._checked_sizes.add(key)
 
     def _bind_names(self, args, kwargs) -> dict:
         names = list(self.sdfg.arg_names)

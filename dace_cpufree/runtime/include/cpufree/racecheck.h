@@ -5,11 +5,13 @@
 // its end, then hands the turn to another runnable thread chosen by the order (forward: the lowest number,
 // reverse: the highest, shuffle: a seeded random one). Between barriers the threads' work is therefore
 // interleaved in an adversarial but reproducible order, and the checker's own bookkeeping needs no locks.
+// Block-part barriers (runtime.cuh's part_sync) are barriers among the threads of a range of blocks.
 //
 // Every element access through a kernel array (the generator declares them as race::ptr in this mode) is
 // recorded with the thread, its block, the step and the synchronisation epochs. Two accesses of one element by
 // different threads conflict when at least one writes, they are not both atomic, and no barrier orders them:
-// no grid sync between them, and no block barrier either when they are in the same block. Tiles are one thread
+// no grid sync between them, no block barrier either when they are in the same block, and no block-part barrier
+// that both blocks took part in, the first block after its access and the second before its own. Tiles are one thread
 // in the emulation, so tile barriers order nothing that the checker could see. A barrier that can never
 // complete (some threads wait at it while the others have ended or wait at another) is reported as a hang.
 #pragma once
@@ -20,6 +22,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +45,7 @@ struct Access {
     std::uint64_t grid_epoch = 0, block_epoch = 0;
     const char *step = "";
     bool atomic = false;
+    std::uint64_t parts = 0;  // the block-part barriers completed in the launch before the access
 };
 
 struct Shadow {
@@ -70,6 +74,10 @@ class Checker {
         block_epoch_.assign(blocks, 0);
         grid_arrived_ = 0;
         grid_epoch_ = 0;
+        part_waiting_.clear();
+        part_seq_ = 0;
+        last_common_.assign((std::size_t)blocks * blocks, 0);
+        misuse_.clear();
         running_ = -1;
         abandoned_ = false;
         shadow_.clear();
@@ -85,13 +93,13 @@ class Checker {
     int order() const { return next_order_; }
     unsigned seed() const { return next_seed_; }
     std::string report() const {
-        std::string out = hang_;
+        std::string out = hang_ + misuse_;
         for (const std::string &c : conflicts_) out += c + "\n";
         if (total_conflicts_ > conflicts_.size())
             out += "... and " + std::to_string(total_conflicts_ - conflicts_.size()) + " more conflicting accesses\n";
         return out;
     }
-    bool clean() const { return hang_.empty() && total_conflicts_ == 0; }
+    bool clean() const { return hang_.empty() && misuse_.empty() && total_conflicts_ == 0; }
 
     // ---- virtual threads ----
     void enter(int id) {
@@ -128,6 +136,38 @@ class Checker {
         pass(lock);
         wait_turn(lock, id);
     }
+    // A barrier among all threads of blocks [lo, hi), told apart from others by `key` and the range. Once all
+    // have arrived it completes: each of the blocks passes a block barrier, and accesses of any two of them
+    // before it are ordered before their accesses after it.
+    void part_barrier(int id, const void *key, int lo, int hi) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        const int b = id / threads_;
+        if (b < lo || b >= hi || lo < 0 || hi > blocks_) {
+            if (misuse_.empty())
+                misuse_ = "block-part barrier of blocks [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                          ") reached by thread " + std::to_string(id % threads_) + " of block " +
+                          std::to_string(b) + ", which is not one of them\n";
+            return;
+        }
+        if (hi - lo == 1) {  // one block: a block barrier, as on the device
+            lock.unlock();
+            block_barrier(id);
+            return;
+        }
+        state_[id] = AtPart;
+        int &arrived = part_waiting_[std::make_tuple(reinterpret_cast<std::uintptr_t>(key), lo, hi)];
+        if (++arrived == (hi - lo) * threads_) {
+            part_waiting_.erase(std::make_tuple(reinterpret_cast<std::uintptr_t>(key), lo, hi));
+            const std::uint64_t seq = ++part_seq_;
+            for (int x = lo; x < hi; ++x) {
+                ++block_epoch_[x];
+                for (int y = lo; y < hi; ++y) last_common_[(std::size_t)x * blocks_ + y] = seq;
+            }
+            for (int t = lo * threads_; t < hi * threads_; ++t) state_[t] = Runnable;
+        }
+        pass(lock);
+        wait_turn(lock, id);
+    }
 
     // ---- accesses (only the running virtual thread calls these) ----
     void name(const void *base, const char *label, std::size_t element) {
@@ -135,7 +175,7 @@ class Checker {
     }
     void access(const void *where, bool write, bool atomic, int id, const char *step) {
         const int b = id / threads_;
-        const Access now{id, b, grid_epoch_, block_epoch_[b], step, atomic};
+        const Access now{id, b, grid_epoch_, block_epoch_[b], step, atomic, part_seq_};
         Shadow &s = shadow_[reinterpret_cast<std::uintptr_t>(where)];
         if (s.write.thread >= 0 && !ordered(s.write, now) && !(atomic && s.write.atomic))
             conflict(where, write ? "write after write" : "read after write", s.write, now);
@@ -159,11 +199,14 @@ class Checker {
     }
 
   private:
-    enum State { Runnable, AtGrid, AtBlock, Done };
+    enum State { Runnable, AtGrid, AtBlock, AtPart, Done };
 
-    static bool ordered(const Access &before, const Access &now) {
+    // `now` is the running thread's access, so a part barrier of both blocks completed after `before` (the
+    // latest one's number is past the count at `before`) lies between them.
+    bool ordered(const Access &before, const Access &now) const {
         return before.thread == now.thread || before.grid_epoch < now.grid_epoch ||
-               (before.block == now.block && before.block_epoch < now.block_epoch);
+               (before.block == now.block && before.block_epoch < now.block_epoch) ||
+               last_common_[(std::size_t)before.block * blocks_ + now.block] > before.parts;
     }
 
     std::string where_text(const void *where) const {
@@ -184,7 +227,10 @@ class Checker {
                              std::to_string(a.block) + " in step '" + a.step + "', then by thread " +
                              std::to_string(b.thread % threads_) + " of block " + std::to_string(b.block) +
                              " in step '" + b.step + "' with no " +
-                             (a.block == b.block ? "block barrier or grid sync" : "grid sync") + " between them");
+                             (a.block == b.block ? "block barrier or grid sync"
+                              : part_seq_ ? "grid sync or block-part barrier of both blocks"
+                                          : "grid sync") +
+                             " between them");
     }
 
     int pick() {
@@ -207,12 +253,15 @@ class Checker {
             if (waiting && !abandoned_) {
                 abandoned_ = true;
                 hang_ = "hang: the kernel would never finish: ";
-                int grid = 0, block = 0, done = 0;
-                for (State s : state_) (s == AtGrid ? grid : s == AtBlock ? block : done)++;
+                int grid = 0, block = 0, part = 0, done = 0;
+                for (State s : state_) (s == AtGrid ? grid : s == AtBlock ? block : s == AtPart ? part : done)++;
                 hang_ += std::to_string(grid) + " threads wait at a grid sync, " + std::to_string(block) +
-                         " at a block barrier, " + std::to_string(done) +
+                         " at a block barrier, " +
+                         (part ? std::to_string(part) + " at a block-part barrier, " : std::string()) +
+                         std::to_string(done) +
                          " have ended (every thread of the grid must reach each grid sync, every thread of a "
-                         "block each block barrier)\n";
+                         "block each block barrier" +
+                         (part ? ", every thread of a part's blocks each of its barriers" : "") + ")\n";
             }
         }
         cv_.notify_all();
@@ -233,6 +282,10 @@ class Checker {
     std::vector<std::uint64_t> block_epoch_;
     int grid_arrived_ = 0;
     std::uint64_t grid_epoch_ = 0;
+    std::map<std::tuple<std::uintptr_t, int, int>, int> part_waiting_;  // arrivals at each pending part barrier
+    std::uint64_t part_seq_ = 0;              // part barriers completed in the launch
+    std::vector<std::uint64_t> last_common_;  // [a * blocks + b]: the latest of them that blocks a and b took part in
+    std::string misuse_;
     int running_ = -1;
     bool abandoned_ = false;
     std::unordered_map<std::uintptr_t, Shadow> shadow_;

@@ -122,6 +122,117 @@ __host__ __device__ inline unsigned int lane_part(unsigned int k, unsigned int p
     return CPUFREE_LANES_FROM_END ? parts - 1 - k : k;
 }
 
+// ---- block parts ---------------------------------------------------------------------------------------
+// A kernel whose grid is split into parts: disjoint ranges of consecutive blocks that run different work at the
+// same time and synchronise among themselves (part_sync) instead of with the whole grid.
+
+// ceil(a * b / c) for 0 <= a <= c, 0 < c < 2^63: a / c is 0 or 1, the rest is b's bits against the remainder
+// (no 128-bit product).
+__host__ __device__ inline unsigned long long part_share(unsigned long long a, unsigned int b, unsigned long long c) {
+    const unsigned long long whole = a / c;
+    const unsigned long long r = a % c;
+    unsigned long long q = 0, rem = 0;  // r * b = q * c + rem, rem < c
+    for (int bit = 31; bit >= 0; --bit) {
+        q <<= 1;
+        rem <<= 1;
+        if (rem >= c) { rem -= c; ++q; }
+        if ((b >> bit) & 1u) {
+            rem += r;  // rem < c and r < c: the sum stays below 2^64
+            if (rem >= c) { rem -= c; ++q; }
+        }
+    }
+    return whole * b + q + (rem != 0);
+}
+
+// Splits `grid` blocks among `k` parts: part j gets blocks [lo[j], hi[j]), in index order, all blocks used.
+// `elems` is each part's work. Explicit (inferred false): sizes proportional to elems, ceil'd, at least 1.
+// Inferred: a part of at most `threads` elements (one block's threads) gets 1 block, the others share the rest
+// proportionally, at least 1 each. Then an overshoot is taken one block at a time from the largest part (of
+// more than 1; ties: the lowest index), and a shortfall goes to the part of most elems (ties: the lowest index).
+// With fewer blocks than parts every part gets the whole grid (the parts run one after another).
+// Deterministic: every thread computes the same split. hi[] holds the sizes until the layout.
+__host__ __device__ inline void split_blocks(const long long *elems, int k, bool inferred, unsigned int grid,
+                                             unsigned int threads, unsigned int *lo, unsigned int *hi) {
+    if (k <= 0) return;
+    if (grid < (unsigned int)k) {
+        for (int j = 0; j < k; ++j) { lo[j] = 0; hi[j] = grid; }
+        return;
+    }
+    unsigned int shared = grid;  // the blocks that the proportional parts share
+    unsigned long long total = 0;
+    for (int j = 0; j < k; ++j) {
+        const unsigned long long e = elems[j] > 0 ? (unsigned long long)elems[j] : 0ull;
+        if (inferred && elems[j] <= (long long)threads) --shared;
+        else total += e;
+    }
+    int most = 0;  // the part of most elements
+    for (int j = 0; j < k; ++j) {
+        if (elems[j] > elems[most]) most = j;
+        const unsigned long long e = elems[j] > 0 ? (unsigned long long)elems[j] : 0ull;
+        if ((inferred && elems[j] <= (long long)threads) || total == 0) { hi[j] = 1; continue; }
+        const unsigned long long s = part_share(e, shared, total);
+        hi[j] = s < 1 ? 1u : s > grid ? grid : (unsigned int)s;
+    }
+    unsigned long long sum = 0;
+    for (int j = 0; j < k; ++j) sum += hi[j];
+    while (sum > grid) {
+        int big = -1;
+        for (int j = 0; j < k; ++j)
+            if (hi[j] > 1 && (big < 0 || hi[j] > hi[big])) big = j;
+        --hi[big];  // some part has more than 1 while the sum exceeds grid >= k
+        --sum;
+    }
+    hi[most] += grid - (unsigned int)sum;
+    unsigned int at = 0;
+    for (int j = 0; j < k; ++j) {
+        lo[j] = at;
+        at += hi[j];
+        hi[j] = at;
+    }
+}
+
+// The barrier of one part, a zero-initialised global per part (`__device__ cpufree::PartBarrier bar[k];`).
+// `count` is back to 0 after every completed barrier: no reset between launches.
+struct PartBarrier {
+    unsigned int count;
+    unsigned int generation;
+};
+
+// A barrier among all threads of blocks [lo, hi), called by every thread of those blocks and by no other.
+// One block: a block barrier. Else thread 0 of each block arrives on the counter; the last one resets it and
+// starts a new generation, the others wait for it.
+__device__ inline void part_sync(PartBarrier *bar, unsigned int lo, unsigned int hi) {
+#if defined(CPUFREE_EMULATE) && defined(CPUFREE_RACE_CHECK)
+    race::checker().part_barrier(race::self, bar, (int)lo, (int)hi);
+#elif defined(CPUFREE_EMULATE)
+    (void)bar; (void)lo; (void)hi;  // one block of one thread
+#else
+    if (hi - lo <= 1) {
+        __syncthreads();
+        return;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned int *generation = &bar->generation;
+        const unsigned int seen = *generation;  // before arriving: the last arrival changes it
+        __threadfence();
+        if (atomicAdd(&bar->count, 1u) == hi - lo - 1) {
+            atomicExch(&bar->count, 0u);
+            __threadfence();
+            atomicAdd(&bar->generation, 1u);
+        } else {
+            while (*generation == seen) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700 && !defined(__HIPCC__)
+                __nanosleep(32);
+#endif
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+#endif
+}
+
 
 // Reduction operators of write-conflict resolution (DaCe's WCR), by kind.
 enum class Op { Sum, Product, Min, Max, Custom };

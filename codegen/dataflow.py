@@ -120,6 +120,8 @@ def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
     item.regions = tuple((c, m, sub) for c, m, sub in regions if c in device and sub is not None)
     if len(item.regions) != len(reads) + len(writes):
         item.regions = ()
+    if dsub is not None:
+        item.elements = str(dsub.num_elements())
     return item
 
 

@@ -47,6 +47,9 @@ class Item:
     # code sees the part's blocks as its grid (``__block``, ``__blocks``, ``__tid``, ``__nthreads``).
     part: object = None
     collective: bool = False  # a library call that every thread of the whole grid makes together (gemm)
+    # the threads a grid step can keep busy (its elements, a reduction's outputs), a symbolic expression of the
+    # SDFG's symbols; ``None``: not known. Sizes the blocks of independent steps run side by side (concurrency.py).
+    elements: str | None = None
     part_sync_before: bool = False  # a barrier of the part's blocks before it (``cpufree::part_sync``)
 
     @property

@@ -14,6 +14,7 @@ from dace_cpufree.errors import CpufreeError
 from . import channel as chan
 from . import ir
 from .captures import apart, pass_pointers
+from .concurrency import split_independent
 from .context import KernelContext, symbol_ctype
 from .dialect import Dialect
 from .expressions import cexpr, kernel_symbols
@@ -178,13 +179,29 @@ class Printer:
         """``code`` run by the blocks of the item's block function, which see them as their grid; the part's
         barrier first where the sync analysis asked for one."""
         p = item.part
-        lo, hi = f"__scope{p.scope}_lo[{p.index}]", f"__scope{p.scope}_hi[{p.index}]"
-        lines = [f"if (__block >= {lo} && __block < {hi}) {{  // block function {p.name.replace('__', '.', 1)}"]
+        share = f"__scope{p.scope}"
+        if p.automatic:  # the share where the step runs, from the scope's element counts at this point
+            share = "__share"
+            elems = ", ".join(f"(long long)({cexpr(dace.symbolic.pystr_to_symbolic(e))})" for e in p.scope_elems)
+            lines = [
+                "{",
+                f"const long long __elems[{p.count}] = {{{elems}}};",
+                "const cpufree::BlockShare __share = cpufree::auto_share(__elems, __blocks, blockDim.x, __block);",
+            ]
+            inner = self._guarded(item, share, p, code, f"side by side: step {p.index + 1} of {p.count}")
+            return lines + inner + ["}"]
+        return self._guarded(item, share, p, code, f"block function {p.name.replace('__', '.', 1)}")
+
+    def _guarded(self, item: ir.Item, share: str, p, code: list[str], what: str) -> list[str]:
+        lines = [f"if ({share}.runs({p.index})) {{  // {what}"]
         if item.part_sync_before:
             self.part_syncs += 1
-            lines.append(f"    cpufree::part_sync(&__cpufree_part_bar{p.scope}[{p.index}], {lo}, {hi});")
+            lines.append(
+                f"    cpufree::part_sync(&__cpufree_part_bar{p.scope}[{p.index}], {share}.first, "
+                f"{share}.first + {share}.size);"
+            )
         return lines + [
-            f"    const unsigned int __part_block = __block - {lo}, __part_blocks = {hi} - {lo};",
+            f"    const unsigned int __part_block = __block - {share}.first, __part_blocks = {share}.size;",
             "    {",
             "        const unsigned int __block = __part_block, __blocks = __part_blocks;",
             "        const long long __tid = (long long)__block * blockDim.x + threadIdx.x;",
@@ -275,6 +292,7 @@ def generate(
     step_times: bool = False,
     race_check: bool = False,
     channel: chan.ChannelSpec | None = None,
+    concurrent_steps: bool = True,
 ) -> KernelSource:
     """Generates kernel and launcher for an SDFG prepared by :func:`dace_cpufree.persistent_sdfg`.
 
@@ -286,6 +304,8 @@ def generate(
                        every element access, each step names itself (label and program line) for the report.
     :param channel: build the device <-> host channel (:mod:`.channel`): cancel points at loop heads and grid
                     syncs, progress and notifications; ``None``: none of it is printed.
+    :param concurrent_steps: independent grid steps run side by side on blocks of their own when they are small
+                             (:mod:`.concurrency`); ``False``: one after another on the whole grid.
     """
     if channel is not None and dialect.name != "cuda":
         raise CpufreeError(f"the device <-> host channel has no {dialect.name} version yet. Fix: build for CUDA.")
@@ -296,6 +316,8 @@ def generate(
     facts = chan.facts(channel, chan.program_calls(sdfg)) if channel is not None else None
     root = lower_sdfg(ctx, channel, facts)
     fuse_rows(root)
+    if concurrent_steps:
+        split_independent(root, 1 + max((i.part.scope for i in ir.items(root) if i.part is not None), default=-1))
     place_grid_syncs(root)
     kernel = f"cpufree_{sdfg.name}_kernel"
     args = ctx.args
@@ -390,6 +412,12 @@ def _strategy(item: ir.Item) -> str:
     p = item.part
     if p is None:
         return text
+    if p.automatic:
+        return (
+            f"{text}; side by side with {p.count - 1} independent step(s) (part {p.index + 1} of {p.count}: "
+            f"{p.elems} of {' + '.join(str(e) for e in p.scope_elems)} elements; on blocks of its own, in that "
+            "proportion, when together they have fewer elements than the grid has threads)"
+        )
     share = "share inferred from its work" if p.inferred else "share by its range"
     barrier = ", a barrier of its blocks before it" if item.part_sync_before else ""
     name = p.name.replace("__", ".", 1)
@@ -411,6 +439,8 @@ def _scope_code(scopes: list, known: set) -> tuple[list[str], str]:
     (``cpufree::split_blocks``), and the globals holding the barriers of their blocks."""
     lines, globals_ = [], ""
     for parts in scopes:
+        if parts[0].automatic:  # computed where the steps run
+            continue
         s, k = parts[0].scope, parts[0].count
         if len(parts) != k:
             grid = parts[0].name.split("__")[0]
@@ -428,11 +458,12 @@ def _scope_code(scopes: list, known: set) -> tuple[list[str], str]:
             elems.append(f"(long long)({cexpr(expr)})")
         inferred = "true" if any(p.inferred for p in parts) else "false"
         lines += [
-            f"    unsigned int __scope{s}_lo[{k}], __scope{s}_hi[{k}];",
+            f"    cpufree::BlockShare __scope{s};",
             "    {",
             f"        const long long __elems[{k}] = {{{', '.join(elems)}}};",
-            f"        cpufree::split_blocks(__elems, {k}, {inferred}, gridDim.x, blockDim.x,",
-            f"                              __scope{s}_lo, __scope{s}_hi);",
+            f"        unsigned int __lo[{k}], __hi[{k}];",
+            f"        cpufree::split_blocks(__elems, {k}, {inferred}, gridDim.x, blockDim.x, __lo, __hi);",
+            f"        __scope{s} = cpufree::share_of(__lo, __hi, {k}, gridDim.x, blockIdx.x);",
             "    }",
         ]
         globals_ += f"__device__ cpufree::PartBarrier __cpufree_part_bar{s}[{k}];\n"

@@ -109,6 +109,8 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     reads, writes = scope_accesses(ctx, state, entry)
     code = ["{"] + indent(code) + ["}"]
     item = Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy)
+    busy = [ranges[params.index(p)] for p in par] if reducible and par else ranges
+    item.elements = str(subsets.Range(busy).num_elements()) if busy else "1"
     read_memlets = [(e.data, "R") for e in state.in_edges(entry)]
     item.regions = _outer_regions(ctx, reads, writes, read_memlets + _written(ctx, entry, outputs))
     if row is None and not reducible and not any(e.data.wcr is not None for e in outputs):

@@ -108,7 +108,14 @@ def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
     calls, tags = program_channel(sdfg)
     race = opts.race_check is not None
     if not opts.wants_channel(calls):
-        source = generate(sdfg, dialect, direct_stores=direct, step_times=opts.step_times, race_check=race)
+        source = generate(
+            sdfg,
+            dialect,
+            direct_stores=direct,
+            step_times=opts.step_times,
+            race_check=race,
+            concurrent_steps=opts.concurrent_steps,
+        )
         return add_shmem_runtime(source, sdfg)
     if communicates(sdfg):
         raise CpufreeError(
@@ -123,7 +130,15 @@ def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
         call_timeout=opts.callback_timeout,
         debug_waits=opts.debug_waits,
     )
-    source = generate(sdfg, dialect, direct_stores=direct, step_times=opts.step_times, race_check=race, channel=spec)
+    source = generate(
+        sdfg,
+        dialect,
+        direct_stores=direct,
+        step_times=opts.step_times,
+        race_check=race,
+        channel=spec,
+        concurrent_steps=opts.concurrent_steps,
+    )
     source.channel.tags = tags
     return source
 
@@ -150,6 +165,7 @@ def compile(  # noqa: A001 - the API's name
     race_check: bool | str = False,
     debug_waits: bool | float = False,
     callback_timeout: float | None = None,
+    concurrent_steps: bool | None = None,
     load: bool = True,
 ) -> PersistentProgram:
     """Compiles a program into a callable that runs it as one persistent kernel.
@@ -179,6 +195,9 @@ def compile(  # noqa: A001 - the API's name
                         barrier (slower); see ``docs/channel.md``.
     :param callback_timeout: seconds the kernel waits for the host to answer a ``print`` or Python callback in the
                              program (default 60) before it stops.
+    :param concurrent_steps: independent grid steps next to each other run side by side on blocks of their own when
+                             together they have fewer elements than the grid has threads (default, or
+                             ``DACE_CPUFREE_CONCURRENT_STEPS``); ``False``: one after another on the whole grid.
     :param load: ``False``: only build (see :func:`prebuild`).
 
     ``print(...)`` of scalars and calls of Python functions that DaCe turns into callbacks run on the host while
@@ -204,6 +223,7 @@ def compile(  # noqa: A001 - the API's name
         race_check=race_check,
         debug_waits=debug_waits,
         callback_timeout=callback_timeout,
+        concurrent_steps=concurrent_steps,
     )
     sdfg = _transformed(program_or_sdfg, opts)
     functions = callables(program_or_sdfg, program_calls(sdfg))

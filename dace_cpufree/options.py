@@ -68,6 +68,14 @@ ENVIRONMENT: tuple[EnvOption, ...] = (
         "puts overlap the interior's work. 0 turns it off (for comparisons).",
     ),
     EnvOption(
+        "DACE_CPUFREE_CONCURRENT_STEPS",
+        bool,
+        True,
+        "compile",
+        "Independent grid steps next to each other run side by side on blocks of their own when together they have "
+        "fewer elements than the grid has threads (codegen/concurrency.py). 0 runs them one after another.",
+    ),
+    EnvOption(
         "DACE_CPUFREE_STEP_TIMES",
         bool,
         False,
@@ -151,6 +159,7 @@ class CompileOptions:
     :ivar shmem_transport: ``"p2p"`` or ``"proxy"`` once resolved (``"auto"`` is decided by :meth:`resolve`).
     :ivar early_puts: split maps followed by puts of their edge cells (SplitForEarlyPuts).
     :ivar step_times: build the kernel with step timing.
+    :ivar concurrent_steps: independent grid steps side by side on blocks of their own when they are small.
     :ivar channel: build the device <-> host channel (cancel points at loop heads and grid syncs, progress,
                    notifications); ``None``: only where something needs it (``progress``, ``timeout``, or the
                    program calls ``dace_cpufree.progress``/``notify``).
@@ -174,6 +183,7 @@ class CompileOptions:
     shmem_transport: str = "auto"
     early_puts: bool = True
     step_times: bool = False
+    concurrent_steps: bool = True
     channel: bool | None = None
     progress: bool | str = False
     timeout: float | None = None
@@ -206,6 +216,7 @@ class CompileOptions:
         defaults = {
             "early_puts": env("DACE_CPUFREE_EARLY_PUTS", environ),
             "step_times": env("DACE_CPUFREE_STEP_TIMES", environ),
+            "concurrent_steps": env("DACE_CPUFREE_CONCURRENT_STEPS", environ),
         }
         race = given.pop("race_check", False)
         race = "shuffle" if race is True else race or None

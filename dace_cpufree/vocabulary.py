@@ -121,6 +121,10 @@ class BlockPart:
     #: frontend could not decide it for every size (Python syntax, ``and``/``or``; on part 0; checked before
     #: each launch: ``runtime.program``); ``""``: nothing to check
     requires: str = ""
+    #: a step of an automatic scope (independent steps side by side, ``codegen/concurrency.py``): its share is
+    #: computed where it runs, and only when the scope's steps have fewer elements than the grid has threads
+    automatic: bool = False
+    scope_elems: tuple = ()  # automatic: the element counts of every step of the scope, in part order
 
     _KEYS = ("cpufree_scope", "cpufree_part", "cpufree_parts", "cpufree_elems", "cpufree_inferred")
 

@@ -138,3 +138,43 @@ def test_jacobi_1d_with_block_functions_matches_numpy_on_gpu(program):
     else:  # one PE: its puts land in its own halo cells
         run(A, A.copy(), np.zeros(2, np.uint64), T=steps, N=n)
     np.testing.assert_allclose(A, ref, rtol=1e-12)
+
+
+# ---- independent steps side by side, without a grid function ----
+
+
+def test_independent_small_steps_share_the_grid_unless_turned_off():
+    source = dace_cpufree.kernel_source(g.periodic_rows)
+    auto = [p for scope in source.block_scopes for p in scope if p.automatic]
+    assert len(auto) == 2 and {p.count for p in auto} == {2} and auto[0].scope == auto[1].scope
+    steps = [s for s in source.steps if "side by side" in s[1]]
+    assert len(steps) == 2 and steps[0][2] and not steps[1][2]  # one sync before the pair, none between them
+    assert "cpufree::auto_share(__elems" in source.code
+    plain = dace_cpufree.kernel_source(g.periodic_rows, concurrent_steps=False)
+    assert not plain.block_scopes and "auto_share" not in plain.code
+    assert plain.grid_syncs == source.grid_syncs
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse", "shuffle"])
+@pytest.mark.parametrize("n", [5, 9])  # 5: the rows have fewer elements than the 12 threads (split), 9: more
+def test_independent_steps_side_by_side_are_race_free(order, n):
+    run = dace_cpufree.compile(g.periodic_rows, backend="emulate", race_check=order)
+    rng = np.random.default_rng(5)
+    A, B = rng.random((n, n)), rng.random((n, n))
+    ref_a, ref_b = g.periodic_rows_reference(A, B, 4)
+    run(A, B, T=4, N=n)
+    np.testing.assert_allclose(A, ref_a)
+    np.testing.assert_allclose(B, ref_b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("concurrent", [True, False])
+def test_independent_steps_side_by_side_match_numpy_on_gpu(concurrent):
+    n = 1000
+    run = dace_cpufree.compile(g.periodic_rows, concurrent_steps=concurrent)
+    rng = np.random.default_rng(6)
+    A, B = rng.random((n, n)), rng.random((n, n))
+    ref_a, ref_b = g.periodic_rows_reference(A, B, 20)
+    run(A, B, T=20, N=n)
+    np.testing.assert_allclose(A, ref_a)
+    np.testing.assert_allclose(B, ref_b)

@@ -191,6 +191,45 @@ __host__ __device__ inline void split_blocks(const long long *elems, int k, bool
     }
 }
 
+// The part of a scope that one block runs, kept for the whole kernel (3 registers instead of the split): its index
+// (-1: every part, when the grid has fewer blocks than parts), its first block and its block count.
+struct BlockShare {
+    int index;
+    unsigned int first, size;
+    __host__ __device__ bool runs(int part) const { return index < 0 || index == part; }
+};
+
+// Block `block`'s share after split_blocks(..., grid, ...): with fewer blocks than parts, every part (index -1).
+__host__ __device__ inline BlockShare share_of(const unsigned int *lo, const unsigned int *hi, int k,
+                                               unsigned int grid, unsigned int block) {
+    if (grid < (unsigned int)k) return BlockShare{-1, 0u, grid};
+    for (int j = 0; j < k; ++j)
+        if (lo[j] <= block && block < hi[j]) return BlockShare{j, lo[j], hi[j] - lo[j]};
+    return BlockShare{-2, 0u, 0u};  // not reached: the parts cover the grid
+}
+
+// Independent steps side by side (an automatic scope of K steps): when together they have fewer elements than the
+// grid has threads, step j gets blocks of its own, one plus its share of the other grid - K blocks in proportion
+// to its elements (block boundaries from the prefix sums: a few multiplications, no loop over blocks); else every
+// step runs on the whole grid (index -1), one after another as without the scope.
+template <int K>
+__host__ __device__ inline BlockShare auto_share(const long long (&elems)[K], unsigned int grid, unsigned int threads,
+                                                 unsigned int block) {
+    long long total = 0;
+    for (int j = 0; j < K; ++j) total += elems[j] > 0 ? elems[j] : 0;
+    if (grid < (unsigned int)K || total <= 0 || total >= (long long)grid * threads) return BlockShare{-1, 0u, grid};
+    const double scale = (double)(grid - K) / (double)total;
+    long long prefix = 0;
+    unsigned int lo = 0;
+    for (int j = 0; j < K; ++j) {
+        prefix += elems[j] > 0 ? elems[j] : 0;
+        const unsigned int hi = j == K - 1 ? grid : (unsigned int)(j + 1) + (unsigned int)((double)prefix * scale);
+        if (block < hi) return BlockShare{j, lo, hi - lo};
+        lo = hi;
+    }
+    return BlockShare{-1, 0u, grid};
+}
+
 // The barrier of one part, a zero-initialised global per part (`__device__ cpufree::PartBarrier bar[k];`).
 // `count` is back to 0 after every completed barrier: no reset between launches.
 struct PartBarrier {

@@ -270,3 +270,31 @@ def test_solvers_on_one_gpu_match_numpy(name, transport):
 def test_allreduce_node_is_a_collective():
     """DaCe's passes must neither remove it (dead dataflow) nor fuse its state with independent work."""
     assert Allreduce("r").has_side_effects(None)
+
+
+def test_upstream_dace_baseline_follows_the_same_recurrences(tmp_path, monkeypatch):
+    """The upstream DaCe CG of the bench, built by upstream DaCe for the CPU here, gives NumPy's iterates; its
+    GPU build without ``auto_optimize`` puts every map on the GPU with 256-thread blocks and the sums on CUB."""
+    from dace.libraries.standard.nodes.reduce import Reduce
+
+    from npbench_runs.frameworks import UpstreamDaCeFramework
+    from npbench_runs.solvers import upstream
+
+    monkeypatch.setenv("NPBENCH_RUNS_CACHE", str(tmp_path))
+    run = UpstreamDaCeFramework("dace_cpu", ("pure",), gpu=False).prepare(upstream)
+    n, iters = 14, 12
+    b = poisson.initialize(n)
+    x, hist = np.zeros_like(b), np.zeros(iters)
+    run(b=b, x=x, hist=hist)
+    x_ref, hist_ref = poisson.reference_cg(b, iters)
+    np.testing.assert_allclose(hist, hist_ref, rtol=1e-12)
+    np.testing.assert_allclose(x, x_ref, rtol=1e-12, atol=1e-14)
+
+    sdfg = upstream.sdfg_without_auto_optimize()
+    sdfg.validate()
+    maps = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.MapEntry)]
+    kernels = [m for m in maps if m.map.schedule == dace.ScheduleType.GPU_Device]
+    assert kernels and all(m.map.gpu_block_size in ([32, 8, 1], [256, 1, 1]) for m in kernels)
+    reductions = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Reduce)]
+    assert len(reductions) == 3 and {r.implementation for r in reductions} == {"CUDA (device)"}
+    assert all(sdfg.arrays[a].storage == dace.StorageType.GPU_Global for a in ("b", "x", "hist"))

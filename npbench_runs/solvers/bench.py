@@ -6,7 +6,9 @@
 Frameworks: ``cg`` and ``pipelined`` (:mod:`.poisson`, our kernels, sizes compiled in, CUDA events around the
 kernel: ``last_kernel_ms``), ``cg_csr`` (:mod:`.csr`, ours with the CSR matrix of the same problem), ``cupy``
 (:func:`.baselines.cg_stencil`: CuPy slices, a Python loop, two dot products read back per iteration) and
-``cupy_sparse`` (:func:`.baselines.cg_sparse`: cuSPARSE's product); CuPy is timed with CUDA events around the whole
+``cupy_sparse`` (:func:`.baselines.cg_sparse`: cuSPARSE's product) and ``dace_upstream`` (:mod:`.upstream`: the
+recurrences in NumPy under upstream DaCe, ``auto_optimize`` for the GPU, a host loop launching its kernels); CuPy
+and upstream DaCe are timed with CUDA events around the whole
 loop, its host round trips included (they are what a persistent kernel removes). Every run is checked against the
 NumPy reference of its recurrences on the stencil (the CSR matrix is the same problem's): residual history and
 solution within ``--rtol`` (relative, default 1e-6: the dot products' summation order differs from NumPy's, and CG
@@ -26,7 +28,7 @@ import numpy as np
 
 from . import baselines, csr, poisson
 
-FRAMEWORKS = ("cg", "pipelined", "cg_csr", "cupy", "cupy_sparse")
+FRAMEWORKS = ("cg", "pipelined", "cg_csr", "cupy", "cupy_sparse", "dace_upstream")
 
 
 def _rel(a: np.ndarray, b: np.ndarray) -> float:
@@ -51,7 +53,7 @@ def _ours(name: str, n: int, iters: int, repeat: int, cp) -> tuple[list, np.ndar
         run(*args)
         times.append(run.last_kernel_ms * 1e3 / iters)
     x, hist = (cp.asnumpy(args[k]) for k in out)
-    return times[1:], x, hist
+    return times[1:], x, hist, ""
 
 
 def _cupy(name: str, n: int, iters: int, repeat: int, cp) -> tuple[list, np.ndarray, np.ndarray]:
@@ -70,7 +72,32 @@ def _cupy(name: str, n: int, iters: int, repeat: int, cp) -> tuple[list, np.ndar
         end.record()
         end.synchronize()
         times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / iters)
-    return times, cp.asnumpy(x), hist
+    return times, cp.asnumpy(x), hist, ""
+
+
+def _upstream(name: str, n: int, iters: int, repeat: int, cp) -> tuple[list, np.ndarray, np.ndarray, str]:
+    from npbench_runs.frameworks import UpstreamDaCeFramework
+
+    from . import upstream
+
+    try:
+        run, how = UpstreamDaCeFramework("dace_cublas", ("cuBLAS",)).prepare(upstream), "auto_optimize"
+    except Exception as error:  # noqa: BLE001 - DaCe's own failure, reported in the row
+        how = f"auto_optimize failed ({type(error).__name__}: {str(error)[:120]}); apply_gpu_transformations + CUB"
+        compiled = upstream.sdfg_without_auto_optimize().compile()
+        run = lambda **args: compiled(**args, LX=n + 2, NY=n + 2, K=iters)  # noqa: E731
+    b = cp.asarray(poisson.initialize(n))
+    x, hist = cp.zeros_like(b), cp.zeros(iters)
+    run(b=b, x=x, hist=hist)  # warm-up: the library loaded, device memory allocated
+    times = []
+    for _ in range(repeat):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        run(b=b, x=x, hist=hist)
+        end.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / iters)
+    return times, cp.asnumpy(x), cp.asnumpy(hist), how
 
 
 @functools.lru_cache(maxsize=4)
@@ -83,8 +110,8 @@ def measure(name: str, n: int, iters: int, repeat: int, rtol: float) -> dict:
     """One framework at one size: times per iteration and the check against NumPy."""
     import cupy as cp
 
-    run = _cupy if name.startswith("cupy") else _ours
-    times, x, hist = run(name, n, iters, repeat, cp)
+    run = _cupy if name.startswith("cupy") else _upstream if name == "dace_upstream" else _ours
+    times, x, hist, how = run(name, n, iters, repeat, cp)
     x_ref, hist_ref = _reference(name == "pipelined", n, iters)  # the CSR matrix is the same problem's
     x_ref = x_ref[1:-1, 1:-1].ravel() if x.ndim == 1 else x_ref
     err_hist, err_x = _rel(hist, hist_ref), _rel(x, x_ref)
@@ -98,6 +125,7 @@ def measure(name: str, n: int, iters: int, repeat: int, rtol: float) -> dict:
         "err_hist": err_hist,
         "err_x": err_x,
         "validated": bool(err_hist <= rtol and err_x <= rtol),
+        **({"build": how} if how else {}),
     }
 
 
@@ -119,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{r['gpu']}  N={n:5d}  {name:12s} {r['us_per_iter_best']:9.2f} us/iter (median "
                 f"{r['us_per_iter_median']:.2f})  hist err {r['err_hist']:.1e}  x err {r['err_x']:.1e}  "
-                f"{'ok' if r['validated'] else 'NOT VALIDATED'}",
+                f"{'ok' if r['validated'] else 'NOT VALIDATED'}  {r.get('build', '')}",
                 flush=True,
             )
     if args.out:

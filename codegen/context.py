@@ -147,14 +147,18 @@ class KernelContext:
             if name in scoped and name not in unscoped:
                 self.local.add(name)
             else:
-                size = workspace_bound(sdfg, name, desc.total_size, {a.name for a in self.args})
+                size, extra = workspace_bound(sdfg, name, desc.total_size, {a.name for a in self.args})
+                self.args.extend(KernelArg(sym, symbol_ctype(sdfg, sym), "symbol") for sym in extra)
                 self.args.append(KernelArg(name, desc.dtype.ctype, "workspace", desc, size=size))
 
 
-def workspace_bound(sdfg: dace.SDFG, name: str, size, known: set[str]):
+def workspace_bound(sdfg: dace.SDFG, name: str, size, known: set[str]) -> tuple[str, list[str]]:
     """``size`` with loop variables replaced by the bound that maximises it, so that the host can
     allocate the transient once: a transient sized by a loop variable (``C[i, :i + 1]`` in a loop)
-    gets the largest size the loop reaches. Exact for sizes monotone in each loop variable."""
+    gets the largest size the loop reaches. Exact for sizes monotone in each loop variable. A size that
+    depends on values the kernel computes is bounded by the arrays the transient is copied from or to
+    (:func:`_copy_bound`). Returns the C++ expression and the symbols it needs that are not in ``known``
+    (sizes of argument arrays, which the host infers from their shapes)."""
     from dace.sdfg.state import LoopRegion
     from dace.transformation.passes.analysis import loop_analysis
 
@@ -173,6 +177,10 @@ def workspace_bound(sdfg: dace.SDFG, name: str, size, known: set[str]):
         candidates = list(dict.fromkeys(c.subs(sym, b) for c in candidates for b in ranges[loose[0]]))
     unknown = sorted({str(s) for c in candidates for s in c.free_symbols if str(s) not in known})
     if unknown:
+        bound = _copy_bound(sdfg, name, known | _shape_symbols(sdfg))
+        if bound is not None:
+            text, needed = bound
+            return text, sorted(needed - known)
         raise NotPersistableError(
             f"transient '{name}' has size {size}, which depends on {', '.join(unknown)}: the host cannot allocate "
             "it before the launch. Fix: give it a size computable from the arguments."
@@ -180,7 +188,51 @@ def workspace_bound(sdfg: dace.SDFG, name: str, size, known: set[str]):
     text = cexpr(candidates[0])
     for c in candidates[1:]:
         text = f"cpufree::max_<long long>({text}, {cexpr(c)})"
-    return text
+    return text, []
+
+
+def _shape_symbols(sdfg: dace.SDFG) -> set[str]:
+    """Symbols that are a whole dimension of an argument array: the host infers them from the array's shape."""
+    return {
+        str(dim)
+        for name, desc in sdfg.arglist().items()
+        if isinstance(desc, dt.Array)
+        for dim in desc.shape
+        if isinstance(dim, dace.symbolic.symbol)
+    }
+
+
+def _copy_bound(sdfg: dace.SDFG, name: str, known: set[str]) -> tuple[str, set[str]] | None:
+    """A bound on the size of a transient sized by values the kernel computes (``A[start:stop]`` with ``start``
+    read from an array), from the arrays its elements are copied from or to: a copy moves as many elements as
+    the transient has, so its size is at most the other array's size. Transients of the same size expression
+    share the bound (``x[cols]`` gathered into a transient as long as ``cols``). The bound and its symbols, or
+    ``None`` if no such array has a size made of ``known`` symbols."""
+    size = dace.symbolic.pystr_to_symbolic(sdfg.arrays[name].total_size)
+    same = {
+        other
+        for other, desc in sdfg.arrays.items()
+        if desc.transient and dace.symbolic.pystr_to_symbolic(desc.total_size) == size
+    }
+    bounds, needed = [], set()
+    for state in sdfg.states():
+        for edge in state.edges():
+            if not (isinstance(edge.src, nodes.AccessNode) and isinstance(edge.dst, nodes.AccessNode)):
+                continue
+            for mine, other in ((edge.src, edge.dst), (edge.dst, edge.src)):
+                if mine.data not in same or other.data in same:
+                    continue
+                total = dace.symbolic.pystr_to_symbolic(sdfg.arrays[other.data].total_size)
+                if all(str(s) in known for s in total.free_symbols):
+                    bounds.append(cexpr(total))
+                    needed |= {str(s) for s in total.free_symbols}
+    if not bounds:
+        return None
+    bounds = sorted(set(bounds))
+    text = bounds[0]
+    for b in bounds[1:]:
+        text = f"cpufree::min_<long long>({text}, {b})"
+    return text, needed
 
 
 def symbol_ctype(sdfg: dace.SDFG, name: str) -> str:

@@ -13,6 +13,14 @@ against ``norm_error``). Each program ends in one class:
   failed), ``build`` (the generated code did not compile: the first compiler error), ``run`` (an error at the
   call), ``crash`` or ``timeout``.
 
+With ``--speed`` (``--backend cuda``), a validated program is timed next to what its users would pick instead:
+NPBench's own CuPy implementation (``<module>_cupy.py``) and the same DaCe program under upstream DaCe
+(``auto_optimize(GPU, use_gpu_storage=True)``, DaCe's default library choices; built once, then loaded from the
+harness's cache), each on the same inputs already on the GPU (CuPy arrays, fresh
+copies before every call), CUDA events around the call, the median of ``REPEATS`` calls (3 where one call takes
+over 50 ms) after a warm-up. A
+baseline's result is validated like ours; one that fails or differs is reported with its reason, not timed.
+
 Nothing of NPBench is copied into this repository: the checkout is read where it is.
 """
 
@@ -20,9 +28,12 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import importlib
+import inspect
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -91,8 +102,9 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {first}"[:300]
 
 
-def run_one(root: Path, name: str, preset: str, backend: str, race_check: bool = False) -> dict:
-    """Classifies one benchmark in this process (see the module doc)."""
+def run_one(root: Path, name: str, preset: str, backend: str, race_check: bool = False, speed: int = 0) -> dict:
+    """Classifies one benchmark in this process (see the module doc); with ``speed`` (a number of timed calls)
+    and a validated program on the GPU, adds the ``speed`` row (:func:`measure_speed`)."""
     import dace_cpufree
 
     info = benchmarks(root)[name]
@@ -135,14 +147,98 @@ def run_one(root: Path, name: str, preset: str, backend: str, race_check: bool =
     errors = compare(info, ref, got)
     report["seconds"] = time.perf_counter() - t0
     if errors is None:
+        if speed and backend == "cuda":
+            report["speed"] = measure_speed(root, info, program, run, data, params, ref, speed)
         return {**report, "class": "validated", "reason": ""}
     outputs = ["return"] * (len(ref) - len(info.get("output_args", []))) + list(info.get("output_args", []))
     detail = ", ".join(f"{o}: {e:.3g}" for o, e in zip(outputs, errors))
     return {**report, "class": "wrong", "reason": f"relative errors {detail}", "errors": errors}
 
 
+def measure_speed(root: Path, info: dict, program, run, data: dict, params: dict, ref, repeats: int):
+    """Milliseconds per call (median) of ours, NPBench's CuPy implementation and upstream DaCe on the GPU, in this
+    process, on the same device inputs; a baseline that fails or gives a different result has a reason instead."""
+    import cupy as cp
+
+    def on_device(values: dict) -> dict:
+        return {k: cp.asarray(v) if isinstance(v, np.ndarray) else copy.deepcopy(v) for k, v in values.items()}
+
+    inputs = on_device({a: data[a] for a in info["input_args"]})
+
+    def timed(call, keys: list, extra: dict) -> tuple[float | None, str]:
+        def fresh() -> dict:
+            return {k: v.copy() if isinstance(v, cp.ndarray) else v for k, v in inputs.items()}
+
+        try:
+            args = fresh()
+            result = call(*[args[k] for k in keys], **extra) if keys else call(**args, **extra)
+            got = [cp.asnumpy(a) if isinstance(a, cp.ndarray) else a for a in _outputs(result, args, info)]
+            errors = compare(info, ref, got)
+            if errors is not None:
+                return None, "wrong: relative errors " + ", ".join(f"{e:.3g}" for e in errors)
+            times = []
+            for _ in range(repeats if _took(call, keys, extra, fresh()) < 0.05 else min(repeats, 3)):
+                args = fresh()
+                cp.cuda.runtime.deviceSynchronize()
+                start, end = cp.cuda.Event(), cp.cuda.Event()
+                start.record()
+                call(*[args[k] for k in keys], **extra) if keys else call(**args, **extra)
+                end.record()
+                end.synchronize()
+                times.append(cp.cuda.get_elapsed_time(start, end))
+            return statistics.median(times), ""
+        except Exception as err:  # a baseline's own failure: reported, not ours to classify
+            return None, _first_line(err)
+
+    def _took(call, keys: list, extra: dict, args: dict) -> float:
+        """Seconds of one more call (a slow program is timed fewer times)."""
+        cp.cuda.runtime.deviceSynchronize()
+        t0 = time.perf_counter()
+        call(*[args[k] for k in keys], **extra) if keys else call(**args, **extra)
+        cp.cuda.runtime.deviceSynchronize()
+        return time.perf_counter() - t0
+
+    sizes = {k: v for k, v in params.items() if k not in inputs}
+    accepted = set(run.sdfg.arg_names) | {str(s) for s in run.sdfg.symbols}
+    row = {"repeats": repeats}
+    row["ours_ms"], row["ours_error"] = timed(run, [], {k: v for k, v in sizes.items() if k in accepted})
+    try:
+        cupy_impl = getattr(_module(root, info, "_cupy"), info["func_name"])
+        row["cupy_ms"], row["cupy_error"] = timed(cupy_impl, list(info["input_args"]), {})
+    except Exception as err:  # no CuPy implementation in this checkout
+        row["cupy_ms"], row["cupy_error"] = None, _first_line(err)
+    try:
+        from types import SimpleNamespace
+
+        from npbench_runs.frameworks import UpstreamDaCeFramework, infer_symbols
+
+        source = Path(inspect.getsourcefile(program.f)).read_bytes()
+        module = SimpleNamespace(  # built once per source text, then loaded from the harness's cache
+            NAME=info["module_name"], program=program, __name__=hashlib.sha256(source).hexdigest()
+        )
+        compiled = UpstreamDaCeFramework("dace_gpu", ()).prepare(module).compiled
+        given = {k: v for k, v in sizes.items() if k in compiled.sdfg.free_symbols}  # NPBench passes its sizes
+
+        def call(**args):
+            symbols = {**infer_symbols(compiled.sdfg, args), **given}
+            return compiled(**args, **{k: v for k, v in symbols.items() if k not in args})
+
+        row["dace_gpu_ms"], row["dace_gpu_error"] = timed(call, [], {})
+    except Exception as err:  # upstream DaCe's own failure
+        row["dace_gpu_ms"], row["dace_gpu_error"] = None, _first_line(err)
+    return row
+
+
 def run_all(
-    root: Path, names, preset: str, backend: str, timeout: float, progress=print, into=None, race_check: bool = False
+    root: Path,
+    names,
+    preset: str,
+    backend: str,
+    timeout: float,
+    progress=print,
+    into=None,
+    race_check: bool = False,
+    speed: int = 0,
 ) -> list:
     """Every benchmark in a process of its own, with a time limit each; rows are appended to ``into`` (a new list
     by default) as they come."""
@@ -151,6 +247,7 @@ def run_all(
     for name in names:
         cmd = [sys.executable, "-m", "npbench_runs.foreign", "--one", name, "--npbench", str(root)]
         cmd += ["--preset", preset, "--backend", backend] + (["--race-check"] if race_check else [])
+        cmd += ["--speed", str(speed)] if speed else []
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -165,7 +262,57 @@ def run_all(
         result.setdefault("seconds", time.perf_counter() - t0)
         results.append(result)
         progress(f"{name:<28} {result['class']:<10} {result['seconds']:7.1f} s  {result.get('reason', '')[:150]}")
+        if "speed" in result:
+            progress("    " + speed_line(result["speed"]))
     return results
+
+
+def speed_line(row: dict) -> str:
+    """``ours 1.23 ms | cupy 2.34 ms (1.90x) | dace_gpu ...``: ratios are the baseline's time over ours."""
+    ours = row.get("ours_ms")
+    parts = [f"ours {ours:.4g} ms" if ours else f"ours: {row.get('ours_error')}"]
+    for key in ("cupy", "dace_gpu"):
+        ms = row.get(f"{key}_ms")
+        if ms and ours:
+            parts.append(f"{key} {ms:.4g} ms ({ms / ours:.2f}x)")
+        else:
+            parts.append(f"{key}: {(row.get(f'{key}_error') or '')[:80]}")
+    return " | ".join(parts)
+
+
+def speed_table(results: list) -> str:
+    """A Markdown table of ``--speed`` rows: ms per call and each baseline's time over ours (>1: ours is faster),
+    with the geometric mean of the ratios over the programs where both were timed."""
+    lines = [
+        "| program | ours (ms) | CuPy (ms) | CuPy / ours | upstream DaCe (ms) | upstream DaCe / ours | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    ratios = {"cupy": [], "dace_gpu": []}
+    for r in sorted(results, key=lambda r: r["name"]):
+        row = r.get("speed")
+        if not row:
+            lines.append(f"| {r['name']} | | | | | | {r['class']}: {r.get('reason', '')[:90]} |")
+            continue
+        ours, cells, notes = row.get("ours_ms"), [], []
+        for key, label in (("cupy", "CuPy"), ("dace_gpu", "upstream DaCe")):
+            ms = row.get(f"{key}_ms")
+            if ms and ours:
+                ratios[key].append(ms / ours)
+                cells += [f"{ms:.4g}", f"{ms / ours:.2f}x"]
+            else:
+                cells += ["", ""]
+                notes.append(f"{label}: {(row.get(f'{key}_error') or '')[:70]}")
+        ours_cell = f"{ours:.4g}" if ours else ""
+        lines.append(f"| {r['name']} | {ours_cell} | {' | '.join(cells)} | {'; '.join(notes)} |")
+    for key, label in (("cupy", "CuPy"), ("dace_gpu", "upstream DaCe")):
+        if ratios[key]:
+            mean = float(np.exp(np.mean(np.log(ratios[key]))))
+            faster = sum(x > 1 for x in ratios[key])
+            lines.append(
+                f"\n{label} / ours: geometric mean **{mean:.2f}x** over {len(ratios[key])} programs; ours faster on "
+                f"{faster}, slower on {len(ratios[key]) - faster}."
+            )
+    return "\n".join(lines) + "\n"
 
 
 def summary(results: list) -> str:
@@ -175,7 +322,7 @@ def summary(results: list) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m npbench_runs foreign", description=__doc__.split("\n")[0])
-    parser.add_argument("--npbench", required=True, help="an NPBench checkout (has bench_info/ and npbench/)")
+    parser.add_argument("--npbench", help="an NPBench checkout (has bench_info/ and npbench/)")
     parser.add_argument("--preset", default="S")
     parser.add_argument("--backend", default="emulate", choices=("emulate", "cuda"))
     parser.add_argument("--benchmarks", nargs="+", help="default: every benchmark with a DaCe implementation")
@@ -185,15 +332,32 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--race-check", action="store_true", help="emulation only: run each program under the race checker"
     )
+    parser.add_argument(
+        "--speed",
+        type=int,
+        default=0,
+        metavar="REPEATS",
+        help="GPU only: time each validated program (median of REPEATS calls) next to NPBench's CuPy version and "
+        "upstream DaCe on the GPU",
+    )
+    parser.add_argument("--table", nargs="+", metavar="JSON", help="print the speed table of these result files")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.table:  # later files' rows replace earlier ones of the same program
+        rows = {r["name"]: r for f in args.table for r in json.loads(Path(f).read_text())}
+        print(speed_table(list(rows.values())), end="")
+        return 0
+    if not args.npbench:
+        parser.error("--npbench is required (the root of an NPBench checkout)")
     root = Path(args.npbench).resolve()
     if not (root / "bench_info").is_dir():
         parser.error(f"{root} has no bench_info/: pass the root of an NPBench checkout")
     if args.race_check and args.backend != "emulate":
         parser.error("--race-check runs in the host emulation: use it with --backend emulate")
+    if args.speed and args.backend != "cuda":
+        parser.error("--speed times programs on the GPU: use it with --backend cuda")
     if args.one:
-        print(json.dumps(run_one(root, args.one, args.preset, args.backend, args.race_check)))
+        print(json.dumps(run_one(root, args.one, args.preset, args.backend, args.race_check, args.speed)))
         return 0
     names = args.benchmarks or list(benchmarks(root))
     unknown = sorted(set(names) - set(benchmarks(root)))
@@ -215,6 +379,7 @@ def main(argv=None) -> int:
         progress=progress,
         into=results,
         race_check=args.race_check,
+        speed=args.speed,
     )
     print(summary(results))
     if args.json:

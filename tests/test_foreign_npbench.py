@@ -118,6 +118,7 @@ VALIDATE = [
     "jacobi_2d",
     "lenet",
     "nbody",
+    "spmv",
 ]
 
 
@@ -126,3 +127,22 @@ VALIDATE = [
 def test_npbench_program_validates_under_the_race_checker(name):
     result = foreign.run_one(NPBENCH.resolve(), name, "S", "emulate", race_check=True)
     assert result["class"] == "validated", result
+
+
+def test_speed_table_ratios_and_geometric_means(tmp_path, capsys):
+    rows = [
+        {"name": "b", "class": "validated", "speed": {"ours_ms": 2.0, "cupy_ms": 1.0, "dace_gpu_ms": 8.0}},
+        {"name": "a", "class": "validated", "speed": {"ours_ms": 1.0, "cupy_ms": 4.0, "dace_gpu_error": "wrong: 0.5"}},
+        {"name": "c", "class": "refused", "reason": "NotPersistableError: x"},
+    ]
+    table = foreign.speed_table(rows)
+    lines = table.splitlines()
+    assert lines[2].startswith("| a | 1 | 4 | 4.00x |  |  | upstream DaCe: wrong: 0.5 |")
+    assert lines[3].startswith("| b | 2 | 1 | 0.50x | 8 | 4.00x |")
+    assert "| c |" in lines[4] and "refused: NotPersistableError: x" in lines[4]
+    assert "CuPy / ours: geometric mean **1.41x** over 2 programs; ours faster on 1, slower on 1." in table
+    assert "upstream DaCe / ours: geometric mean **4.00x** over 1 programs" in table
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows))
+    assert foreign.main(["--table", str(path)]) == 0
+    assert capsys.readouterr().out == table

@@ -10,6 +10,7 @@ container they come from and the subset they cover: the frontend records views i
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import dace
@@ -34,6 +35,14 @@ class Region:
     def shape(self) -> list:
         """The extents of the region with length-one dimensions dropped (NumPy's view shape)."""
         return [s for s in self.subset.size() if s != 1]
+
+
+def call_site(pv, kind: str) -> str:
+    """``"Putmem (program.py:12)"``: the call as errors name it, from the line DaCe's frontend is parsing."""
+    info = getattr(pv, "current_lineinfo", None)
+    if info is None or not info.start_line:
+        return kind
+    return f"{kind} ({os.path.basename(info.filename or '')}:{info.start_line})"
 
 
 def _index_copy(sdfg: dace.SDFG, name: str):

@@ -15,7 +15,7 @@ from dace.memlet import Memlet
 from dace_cpufree.errors import CommunicationError
 
 from .allreduce import Allreduce, check_buffer, op_name
-from .arguments import Region, check_flag, check_transfer, resolve_region, resolve_value
+from .arguments import Region, call_site, check_flag, check_transfer, resolve_region, resolve_value
 from .pe import N_PES_SYMBOL, PE_SYMBOL, pe_symbol
 from .putmem import Putmem
 from .signal_wait import SignalWait
@@ -87,7 +87,7 @@ def _link(sdfg: dace.SDFG, flag: Region, dest: Region | None, wait=None, wait_st
 
 @oprepo.replaces(f"{MODULE}.Putmem")
 def putmem(pv, sdfg: dace.SDFG, state: dace.SDFGState, dest, src, pe, flag=None, signal=None):
-    call = f"Putmem (line {state.label.rsplit('_', 1)[-1]})"
+    call = call_site(pv, "Putmem")
     dest_r = resolve_region(pv, sdfg, dest, call, "dest")
     src_r = resolve_region(pv, sdfg, src, call, "src")
     check_transfer(sdfg, dest_r, src_r, call)
@@ -106,6 +106,7 @@ def putmem(pv, sdfg: dace.SDFG, state: dace.SDFGState, dest, src, pe, flag=None,
         pe_in=pe_data is not None,
         signal_in=sig_data is not None,
     )
+    node.debuginfo = copy.deepcopy(getattr(pv, "current_lineinfo", None))  # later errors name this line
     state.add_node(node)
     _read(state, src_r, node, "_src")
     _write(state, dest_r, node, "_dest")
@@ -123,11 +124,12 @@ def putmem(pv, sdfg: dace.SDFG, state: dace.SDFGState, dest, src, pe, flag=None,
 
 @oprepo.replaces(f"{MODULE}.SignalWait")
 def signal_wait(pv, sdfg: dace.SDFG, state: dace.SDFGState, flag, signal):
-    call = f"SignalWait (line {state.label.rsplit('_', 1)[-1]})"
+    call = call_site(pv, "SignalWait")
     flag_r = resolve_region(pv, sdfg, flag, call, "flag")
     check_flag(sdfg, flag_r, call)
     sig_expr, sig_data = _value(sdfg, state, signal, call, "signal")
     node = SignalWait("signal_wait", signal=sig_expr or 0, signal_in=sig_data is not None)
+    node.debuginfo = copy.deepcopy(getattr(pv, "current_lineinfo", None))  # later errors name this line
     state.add_node(node)
     _read(state, flag_r, node, "_flag")
     _write(state, flag_r, node, "_flag_out")
@@ -153,7 +155,7 @@ def _in_place(state, region: Region, node) -> None:
 
 @oprepo.replaces(f"{MODULE}.Allreduce")
 def allreduce(pv, sdfg: dace.SDFG, state: dace.SDFGState, buffer, op, nonblocking=False):
-    call = f"Allreduce (line {state.label.rsplit('_', 1)[-1]})"
+    call = call_site(pv, "Allreduce")
     region = resolve_region(pv, sdfg, buffer, call, "buffer")
     check_buffer(sdfg, region, call)
     name = op_name(op, call)
@@ -167,6 +169,7 @@ def allreduce(pv, sdfg: dace.SDFG, state: dace.SDFGState, buffer, op, nonblockin
     node = Allreduce(
         "allreduce_start" if nonblocking else "allreduce", op=name, phase="start" if nonblocking else "all"
     )
+    node.debuginfo = copy.deepcopy(getattr(pv, "current_lineinfo", None))  # later errors name this line
     state.add_node(node)
     _in_place(state, region, node)
     return []
@@ -174,7 +177,7 @@ def allreduce(pv, sdfg: dace.SDFG, state: dace.SDFGState, buffer, op, nonblockin
 
 @oprepo.replaces(f"{MODULE}.AllreduceWait")
 def allreduce_wait(pv, sdfg: dace.SDFG, state: dace.SDFGState, buffer):
-    call = f"AllreduceWait (line {state.label.rsplit('_', 1)[-1]})"
+    call = call_site(pv, "AllreduceWait")
     region = resolve_region(pv, sdfg, buffer, call, "buffer")
     start = _pending_start(sdfg, region.data)
     if start is None:
@@ -184,6 +187,7 @@ def allreduce_wait(pv, sdfg: dace.SDFG, state: dace.SDFGState, buffer):
         )
     start.waited = True
     node = Allreduce("allreduce_wait", op=start.op, phase="wait")
+    node.debuginfo = copy.deepcopy(getattr(pv, "current_lineinfo", None))  # later errors name this line
     state.add_node(node)
     _in_place(state, region, node)
     return []

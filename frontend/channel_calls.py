@@ -23,7 +23,7 @@ from dace_cpufree.codegen.expressions import cexpr
 
 from dace_cpufree.errors import CpufreeError
 
-from .arguments import scalar_in_memory
+from .arguments import call_site, scalar_in_memory
 
 PROGRESS_NAMES = ("dace_cpufree.progress", "dace_cpufree.channel.progress")
 NOTIFY_NAMES = ("dace_cpufree.notify", "dace_cpufree.channel.notify")
@@ -57,7 +57,7 @@ def _value(sdfg: dace.SDFG, value, call: str, role: str) -> tuple[str | None, st
 
 def _tasklet(pv, sdfg, state, label: str, kind: str, values: dict, code: str, tag: str | None = None) -> None:
     """A leader tasklet running ``code`` (``{role}`` stands for each value's C++ text)."""
-    call = f"{kind} (line {state.label.rsplit('_', 1)[-1]})"
+    call = call_site(pv, kind)
     texts, reads = {}, {}
     for role, value in values.items():
         expr, data = _value(sdfg, value, call, role)

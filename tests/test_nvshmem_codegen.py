@@ -4,6 +4,8 @@ One program per expansion choice (``shmem_programs.py``): contiguous, signalled,
 vs blocking, concurrent blocks; plus the flag-to-region guards, symmetric placement and the errors.
 """
 
+import inspect
+
 import dace
 import numpy as np
 import pytest
@@ -200,6 +202,13 @@ def test_debug_wait_is_in_the_text_and_enabled_by_the_environment(monkeypatch):
 def test_bad_arguments_name_the_problem_and_the_fix(program, match):
     with pytest.raises(dace_cpufree.CommunicationError, match=match):
         program.to_sdfg()
+
+
+def test_errors_name_the_call_by_file_and_line():
+    """The call's own line in the user's file, as DaCe's frontend parses it (not a state's label)."""
+    line = inspect.getsourcelines(sp.bad_shape.f)[1] + 2
+    with pytest.raises(dace_cpufree.CommunicationError, match=rf"^Putmem \(shmem_programs.py:{line}\): "):
+        sp.bad_shape.to_sdfg()
 
 
 def test_wait_inside_a_map_is_rejected():

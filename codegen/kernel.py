@@ -17,9 +17,10 @@ from .captures import apart, pass_pointers
 from .concurrency import split_independent
 from .context import KernelContext, symbol_ctype
 from .dialect import Dialect
-from .expressions import cexpr, kernel_symbols
+from .expressions import kernel_symbols
 from .host import HOST_TEMPLATE, workspace_code
 from .lower import lower_sdfg
+from .parts import block_scopes, in_part, scope_code, strategy
 from .rows import fuse_rows
 from .syncs import place_grid_syncs
 
@@ -170,46 +171,11 @@ class Printer:
             where = f"{item.label} ({item.source})" if item.source else item.label
             code = [f"cpufree::race::at({json.dumps(where)});"] + code
         if item.part is not None:
-            code = self._in_part(item, code)
+            code, synced = in_part(item, code)
+            self.part_syncs += synced
         if item.executor == ir.Executor.EVERY:
             return _pad(lines + code, depth)  # per-thread scalar code: timed with the control flow
         return _pad(lines + [f"// {item.label}"] + code + self._mark(item.label), depth)
-
-    def _in_part(self, item: ir.Item, code: list[str]) -> list[str]:
-        """``code`` run by the blocks of the item's block function, which see them as their grid; the part's
-        barrier first where the sync analysis asked for one."""
-        p = item.part
-        share = f"__scope{p.scope}"
-        if p.automatic:  # the share where the step runs, from the scope's element counts at this point
-            share = "__share"
-            elems = ", ".join(f"(long long)({cexpr(dace.symbolic.pystr_to_symbolic(e))})" for e in p.scope_elems)
-            lines = [
-                "{",
-                f"const long long __elems[{p.count}] = {{{elems}}};",
-                "const cpufree::BlockShare __share = cpufree::auto_share(__elems, __blocks, blockDim.x, __block);",
-            ]
-            inner = self._guarded(item, share, p, code, f"side by side: step {p.index + 1} of {p.count}")
-            return lines + inner + ["}"]
-        return self._guarded(item, share, p, code, f"block function {p.name.replace('__', '.', 1)}")
-
-    def _guarded(self, item: ir.Item, share: str, p, code: list[str], what: str) -> list[str]:
-        lines = [f"if ({share}.runs({p.index})) {{  // {what}"]
-        if item.part_sync_before:
-            self.part_syncs += 1
-            lines.append(
-                f"    cpufree::part_sync(&__cpufree_part_bar{p.scope}[{p.index}], {share}.first, "
-                f"{share}.first + {share}.size);"
-            )
-        return lines + [
-            f"    const unsigned int __part_block = __block - {share}.first, __part_blocks = {share}.size;",
-            "    {",
-            "        const unsigned int __block = __part_block, __blocks = __part_blocks;",
-            "        const long long __tid = (long long)__block * blockDim.x + threadIdx.x;",
-            "        const long long __nthreads = (long long)__blocks * blockDim.x;",
-            *["        " + line if line else line for line in code],
-            "    }",
-            "}",
-        ]
 
     @staticmethod
     def _expr(item: ir.Item | None) -> str:
@@ -349,7 +315,7 @@ def generate(
             f"    cpufree::StepTimes<{nseg}> __cpufree_times(__cpufree_seg, cpufree_step_times);",
         ] + body
     scopes = block_scopes(root)
-    scope_lines, scope_globals = _scope_code(scopes, arg_names)
+    scope_lines, scope_globals = scope_code(scopes, arg_names)
     environments = kernel_environments(sdfg)
     headers = [h for env in environments for h in getattr(dace.library.get_environment(env), "kernel_headers", [])]
     code = KERNEL_TEMPLATE.format(
@@ -385,7 +351,7 @@ def generate(
         code += chan.host_code(facts)
     code = dialect.translate(code)
     work = [i for i in items if i.executor != ir.Executor.EVERY]
-    steps = [(i.label, _strategy(i), i.sync_before) for i in work]
+    steps = [(i.label, strategy(i), i.sync_before) for i in work]
     labels = printer.segments if timed else None
     sources = {i.label: i.source for i in work if i.source}
     return KernelSource(
@@ -404,70 +370,6 @@ def generate(
         block_scopes=scopes,
         part_syncs=printer.part_syncs,
     )
-
-
-def _strategy(item: ir.Item) -> str:
-    """How a step runs, for ``dace-cpufree inspect``: with its block function's share of the grid, if any."""
-    text = item.strategy or ("leader thread" if item.executor == ir.Executor.LEADER else "grid-stride copy")
-    p = item.part
-    if p is None:
-        return text
-    if p.automatic:
-        return (
-            f"{text}; side by side with {p.count - 1} independent step(s) (part {p.index + 1} of {p.count}: "
-            f"{p.elems} of {' + '.join(str(e) for e in p.scope_elems)} elements; on blocks of its own, in that "
-            "proportion, when together they have fewer elements than the grid has threads)"
-        )
-    share = "share inferred from its work" if p.inferred else "share by its range"
-    barrier = ", a barrier of its blocks before it" if item.part_sync_before else ""
-    name = p.name.replace("__", ".", 1)
-    return f"{text}; on the blocks of block function {name} (part {p.index + 1} of {p.count}, {share}{barrier})"
-
-
-def block_scopes(root) -> list:
-    """The block scopes of the kernel (``@mapgridscope``) in scope order, each the list of its functions'
-    :class:`~dace_cpufree.vocabulary.BlockPart` in part order."""
-    found = {}
-    for item in ir.items(root):
-        if item.part is not None:
-            found.setdefault(item.part.scope, {})[item.part.index] = item.part
-    return [[parts[k] for k in sorted(parts)] for _, parts in sorted(found.items())]
-
-
-def _scope_code(scopes: list, known: set) -> tuple[list[str], str]:
-    """Kernel lines that split the grid's blocks among each scope's block functions at launch
-    (``cpufree::split_blocks``), and the globals holding the barriers of their blocks."""
-    lines, globals_ = [], ""
-    for parts in scopes:
-        if parts[0].automatic:  # computed where the steps run
-            continue
-        s, k = parts[0].scope, parts[0].count
-        if len(parts) != k:
-            grid = parts[0].name.split("__")[0]
-            raise CpufreeError(f"grid function '{grid}': {k - len(parts)} of its block functions have no step left.")
-        elems = []
-        for p in parts:
-            expr = dace.symbolic.pystr_to_symbolic(p.elems)
-            unknown = sorted(str(x) for x in expr.free_symbols if str(x) not in known)
-            if unknown:
-                raise CpufreeError(
-                    f"block function '{p.name.replace('__', '.', 1)}' covers {p.elems} elements, which depends on "
-                    f"{', '.join(unknown)}: the blocks are split at launch. Fix: declare its range with the "
-                    "program's size symbols (@blocks[lo:hi])."
-                )
-            elems.append(f"(long long)({cexpr(expr)})")
-        inferred = "true" if any(p.inferred for p in parts) else "false"
-        lines += [
-            f"    cpufree::BlockShare __scope{s};",
-            "    {",
-            f"        const long long __elems[{k}] = {{{', '.join(elems)}}};",
-            f"        unsigned int __lo[{k}], __hi[{k}];",
-            f"        cpufree::split_blocks(__elems, {k}, {inferred}, gridDim.x, blockDim.x, __lo, __hi);",
-            f"        __scope{s} = cpufree::share_of(__lo, __hi, {k}, gridDim.x, blockIdx.x);",
-            "    }",
-        ]
-        globals_ += f"__device__ cpufree::PartBarrier __cpufree_part_bar{s}[{k}];\n"
-    return lines, globals_ + ("\n" if globals_ else "")
 
 
 def kernel_environments(sdfg: dace.SDFG) -> list[str]:

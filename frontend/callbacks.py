@@ -34,6 +34,9 @@ from dace_cpufree.errors import NotPersistableError
 
 from .channel_calls import ChannelTasklet
 
+#: How to write a scan that persistent kernels run (a loop carried by one thread per step).
+SCAN_FIX = "write the scan as a loop: out[0] = a[0], then for i in range(1, N): out[i] = out[i - 1] + a[i]"
+
 
 def _where(node) -> str:
     info = getattr(node, "debuginfo", None)
@@ -101,6 +104,16 @@ def host_callbacks(sdfg: dace.SDFG) -> list[HostCall]:
         if call is None or not isinstance(ctype, dace.callback):
             _refuse(func, where, "is not a plain call of a Python function", "call it as f(x, y) or y = f(x)")
         name = owner.callback_mapping.get(func, func)
+        if name.startswith("numpy_"):  # DaCe's name for a NumPy function it has no implementation of
+            numpy_name = "np." + name[len("numpy_") :]
+            _refuse(
+                numpy_name,
+                where,
+                "has no DaCe implementation, so it would run on the host with the kernel's arrays",
+                SCAN_FIX
+                if numpy_name in ("np.cumsum", "np.cumprod")
+                else "write it with loops or NumPy functions DaCe supports, or call it before or after the program",
+            )
         if _in_map(state, node):
             _refuse(
                 name,

@@ -16,7 +16,7 @@ import dace_cpufree
 from dace_cpufree import nvshmem
 from dace_cpufree.errors import CommunicationError
 from dace_cpufree.vocabulary import SYMMETRIC_STORAGE
-from npbench_runs.solvers import PROGRAMS, csr, one_pe, poisson
+from npbench_runs.solvers import PROGRAMS, csr, one_pe, poisson, poisson3d
 
 N = dace.symbol("N")
 
@@ -205,6 +205,10 @@ def _emulate(name: str, n: int, iters: int):
         x, hist = np.zeros_like(b), np.zeros(iters)
         run(indptr, indices, data, b, x, hist, **csr.symbols(indptr))
         return x, hist, csr.reference(indptr, indices, data, b, iters)
+    if name == "cg_poisson_3d":
+        args = poisson3d.arguments(n // 2, iters)
+        run(*args)
+        return args[1], args[2], poisson3d.reference_cg(poisson3d.initialize(n // 2), iters)
     args = poisson.arguments(name, n, iters)
     run(*args)
     x, hist = args[1], args[2]
@@ -219,6 +223,20 @@ def test_solvers_in_the_emulation_match_numpy(name):
     assert np.max(np.abs(x - x_ref)) <= 1e-10 * np.max(np.abs(x_ref))
 
 
+def test_3d_slabs_put_whole_planes_into_the_neighbours_halos():
+    """On several PEs each slab's edge planes travel to the neighbours' halo planes; the NumPy reference of the
+    slabs glued back is the global one."""
+    code = dace_cpufree.generate_code(PROGRAMS["cg_poisson_3d"], shmem_transport="proxy")
+    assert code.count("putmem_signal") >= 2
+    glob = poisson3d.initialize(8)
+    parts = [poisson3d.tile(glob, pe, 4) for pe in range(4)]
+    assert all(part.shape == (4, 10, 10) for part in parts)
+    back = np.zeros_like(glob)
+    for pe, part in enumerate(parts):
+        poisson3d.place(back, part, pe, 4)
+    np.testing.assert_array_equal(back, glob)
+
+
 def test_pipelined_cg_follows_cg():
     """In exact arithmetic the pipelined recurrences are CG's; ``hist`` of the pipelined form is one behind."""
     _, cg = poisson.reference_cg(poisson.initialize(32), 30)
@@ -228,7 +246,13 @@ def test_pipelined_cg_follows_cg():
 
 @pytest.mark.compile
 @pytest.mark.parametrize(
-    "name, transport", [("cg_poisson_2d", "proxy"), ("cg_poisson_2d", "p2p"), ("pipelined_cg_poisson_2d", "proxy")]
+    "name, transport",
+    [
+        ("cg_poisson_2d", "proxy"),
+        ("cg_poisson_2d", "p2p"),
+        ("pipelined_cg_poisson_2d", "proxy"),
+        ("cg_poisson_3d", "proxy"),
+    ],
 )
 def test_solvers_build_and_device_link_against_nvshmem(name, transport):
     import subprocess
@@ -256,6 +280,11 @@ def test_solvers_on_one_gpu_match_numpy(name, transport):
         x, hist = np.zeros_like(b), np.zeros(iters)
         run(indptr, indices, data, b, x, hist, **csr.symbols(indptr))
         x_ref, hist_ref = csr.reference(indptr, indices, data, b, iters)
+    elif name == "cg_poisson_3d":
+        args = poisson3d.arguments(30, iters)
+        run(*args)
+        x, hist = args[1], args[2]
+        x_ref, hist_ref = poisson3d.reference_cg(poisson3d.initialize(30), iters)
     else:
         args = poisson.arguments(name, n, iters)
         run(*args)

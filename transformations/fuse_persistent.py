@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import os
 from typing import Any
 
 import dace
@@ -180,6 +181,29 @@ def _where(node, sdfg: dace.SDFG | None = None) -> str:
     return ""
 
 
+def _user_where(tasklet: nodes.Tasklet, state: dace.SDFGState) -> str:
+    """`` at file:line`` in the user's program of a construct that DaCe expanded from its own library code (its
+    nodes carry DaCe's lines): the first node from the construct's state on, in state order, whose line is outside
+    DaCe's package, which is the statement that uses the result; the tasklet's own line if there is none."""
+    package = os.path.dirname(dace.__file__)
+    states = list(state.sdfg.states())
+    for later in states[states.index(state) :] if state in states else []:
+        for node in later.nodes():
+            info = getattr(node, "debuginfo", None)
+            if info is not None and info.filename and info.start_line and not info.filename.startswith(package):
+                return f" at {info.filename}:{info.start_line}"
+    return _where(tasklet)
+
+
+def _pair_reduction(tasklet: nodes.Tasklet, state: dace.SDFGState) -> bool:
+    """Whether the tasklet's result is combined into a struct (DaCe's argmax/argmin reduce (value, index))."""
+    arrays = state.sdfg.arrays
+    return any(
+        e.data.wcr is not None and e.data.data in arrays and isinstance(arrays[e.data.data].dtype, dace.dtypes.struct)
+        for e in state.out_edges(tasklet)
+    )
+
+
 def _callee(tasklet: nodes.Tasklet) -> str:
     """The function a callback tasklet calls, as the program wrote it (``print``)."""
     code = tasklet.code.code if isinstance(tasklet.code.code, list) else []
@@ -235,6 +259,13 @@ def check_persistable(sdfg: dace.SDFG) -> None:
             raise NotPersistableError(
                 f"tasklet '{node.label}'{_where(node)} is written in {node.language.name}. Fix: write it in Python "
                 "(or C++)."
+            )
+        if isinstance(node, nodes.Tasklet) and isinstance(parent, dace.SDFGState) and _pair_reduction(node, parent):
+            raise NotPersistableError(
+                f"np.argmax / np.argmin{_user_where(node, parent)} reduces (value, index) pairs, which "
+                "persistent kernels do not support yet. Fix: take the extreme value, then its first index with "
+                "whole-array operations (arrays without NaN): m = np.max(A); "
+                "i = np.min(np.where(A == m, np.arange(N), np.full(N, N, dtype=np.int64)))."
             )
         if isinstance(node, nodes.Tasklet) and node.side_effects:
             raise NotPersistableError(

@@ -164,7 +164,10 @@ def test_a_failing_compile_gives_no_implementation(fake_npbench, capsys):
     assert "could not compile" in capsys.readouterr().out
 
 
-@pytest.mark.skipif(not os.environ.get("NPBENCH_DIR"), reason="set NPBENCH_DIR to an NPBench checkout")
+@pytest.mark.skipif(
+    not (Path(os.environ.get("NPBENCH_DIR") or "/nonexistent") / "bench_info").is_dir(),
+    reason="set NPBENCH_DIR to an NPBench checkout",
+)
 def test_real_npbench_checkout(tmp_path):
     """NPBench's own runner on its own jacobi_2d_dace.py, on a copy of the checkout."""
     root = tmp_path / "npbench"

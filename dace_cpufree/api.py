@@ -107,29 +107,22 @@ def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
     direct = opts.backend == "cuda" and opts.shmem_transport == "p2p" and has_symmetric(sdfg)
     calls, tags = program_channel(sdfg)
     race = opts.race_check is not None
-    if not opts.wants_channel(calls):
-        source = generate(
-            sdfg,
-            dialect,
-            direct_stores=direct,
-            step_times=opts.step_times,
-            race_check=race,
-            concurrent_steps=opts.concurrent_steps,
+    spec = None
+    if opts.wants_channel(calls):
+        if communicates(sdfg):
+            raise CpufreeError(
+                f"'{sdfg.name}' communicates (nvshmem), and the device <-> host channel (progress, cancel, notify) "
+                "is not built for such programs yet: a PE that stops on a cancel would leave its peers waiting. "
+                "Fix: compile without progress=/timeout=/channel=/debug_waits=, without dace_cpufree.progress/"
+                "notify calls and without print(...) or Python callbacks (for SignalWait hangs: "
+                "DACE_CPUFREE_WAIT_TIMEOUT_MS)."
+            )
+        spec = ChannelSpec(
+            progress_loops=bool(opts.progress),
+            ring=opts.notify_ring,
+            call_timeout=opts.callback_timeout,
+            debug_waits=opts.debug_waits,
         )
-        return add_shmem_runtime(source, sdfg)
-    if communicates(sdfg):
-        raise CpufreeError(
-            f"'{sdfg.name}' communicates (nvshmem), and the device <-> host channel (progress, cancel, notify) is "
-            "not built for such programs yet: a PE that stops on a cancel would leave its peers waiting. Fix: "
-            "compile without progress=/timeout=/channel=/debug_waits=, without dace_cpufree.progress/notify calls "
-            "and without print(...) or Python callbacks (for SignalWait hangs: DACE_CPUFREE_WAIT_TIMEOUT_MS)."
-        )
-    spec = ChannelSpec(
-        progress_loops=bool(opts.progress),
-        ring=opts.notify_ring,
-        call_timeout=opts.callback_timeout,
-        debug_waits=opts.debug_waits,
-    )
     source = generate(
         sdfg,
         dialect,
@@ -139,6 +132,8 @@ def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
         channel=spec,
         concurrent_steps=opts.concurrent_steps,
     )
+    if spec is None:
+        return add_shmem_runtime(source, sdfg)
     source.channel.tags = tags
     return source
 

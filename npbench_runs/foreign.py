@@ -165,24 +165,29 @@ def measure_speed(root: Path, info: dict, program, run, data: dict, params: dict
 
     inputs = on_device({a: data[a] for a in info["input_args"]})
 
-    def timed(call, keys: list, extra: dict) -> tuple[float | None, str]:
-        def fresh() -> dict:
-            return {k: v.copy() if isinstance(v, cp.ndarray) else v for k, v in inputs.items()}
+    def fresh() -> dict:
+        return {k: v.copy() if isinstance(v, cp.ndarray) else v for k, v in inputs.items()}
 
+    def timed(call) -> tuple[float | None, str]:
+        """``call(args)`` runs one framework on a dict of fresh inputs."""
         try:
             args = fresh()
-            result = call(*[args[k] for k in keys], **extra) if keys else call(**args, **extra)
-            got = [cp.asnumpy(a) if isinstance(a, cp.ndarray) else a for a in _outputs(result, args, info)]
+            got = [cp.asnumpy(a) if isinstance(a, cp.ndarray) else a for a in _outputs(call(args), args, info)]
             errors = compare(info, ref, got)
             if errors is not None:
                 return None, "wrong: relative errors " + ", ".join(f"{e:.3g}" for e in errors)
+            args = fresh()  # one more call, on the wall clock: a slow program is timed fewer times
+            cp.cuda.runtime.deviceSynchronize()
+            t0 = time.perf_counter()
+            call(args)
+            cp.cuda.runtime.deviceSynchronize()
             times = []
-            for _ in range(repeats if _took(call, keys, extra, fresh()) < 0.05 else min(repeats, 3)):
+            for _ in range(repeats if time.perf_counter() - t0 < 0.05 else min(repeats, 3)):
                 args = fresh()
                 cp.cuda.runtime.deviceSynchronize()
                 start, end = cp.cuda.Event(), cp.cuda.Event()
                 start.record()
-                call(*[args[k] for k in keys], **extra) if keys else call(**args, **extra)
+                call(args)
                 end.record()
                 end.synchronize()
                 times.append(cp.cuda.get_elapsed_time(start, end))
@@ -190,21 +195,14 @@ def measure_speed(root: Path, info: dict, program, run, data: dict, params: dict
         except Exception as err:  # a baseline's own failure: reported, not ours to classify
             return None, _first_line(err)
 
-    def _took(call, keys: list, extra: dict, args: dict) -> float:
-        """Seconds of one more call (a slow program is timed fewer times)."""
-        cp.cuda.runtime.deviceSynchronize()
-        t0 = time.perf_counter()
-        call(*[args[k] for k in keys], **extra) if keys else call(**args, **extra)
-        cp.cuda.runtime.deviceSynchronize()
-        return time.perf_counter() - t0
-
     sizes = {k: v for k, v in params.items() if k not in inputs}
     accepted = set(run.sdfg.arg_names) | {str(s) for s in run.sdfg.symbols}
     row = {"repeats": repeats}
-    row["ours_ms"], row["ours_error"] = timed(run, [], {k: v for k, v in sizes.items() if k in accepted})
+    ours_sizes = {k: v for k, v in sizes.items() if k in accepted}
+    row["ours_ms"], row["ours_error"] = timed(lambda args: run(**args, **ours_sizes))
     try:
         cupy_impl = getattr(_module(root, info, "_cupy"), info["func_name"])
-        row["cupy_ms"], row["cupy_error"] = timed(cupy_impl, list(info["input_args"]), {})
+        row["cupy_ms"], row["cupy_error"] = timed(lambda args: cupy_impl(*[args[k] for k in info["input_args"]]))
     except Exception as err:  # no CuPy implementation in this checkout
         row["cupy_ms"], row["cupy_error"] = None, _first_line(err)
     try:
@@ -219,11 +217,11 @@ def measure_speed(root: Path, info: dict, program, run, data: dict, params: dict
         compiled = UpstreamDaCeFramework("dace_gpu", ()).prepare(module).compiled
         given = {k: v for k, v in sizes.items() if k in compiled.sdfg.free_symbols}  # NPBench passes its sizes
 
-        def call(**args):
+        def call(args: dict):
             symbols = {**infer_symbols(compiled.sdfg, args), **given}
             return compiled(**args, **{k: v for k, v in symbols.items() if k not in args})
 
-        row["dace_gpu_ms"], row["dace_gpu_error"] = timed(call, [], {})
+        row["dace_gpu_ms"], row["dace_gpu_error"] = timed(call)
     except Exception as err:  # upstream DaCe's own failure
         row["dace_gpu_ms"], row["dace_gpu_error"] = None, _first_line(err)
     return row

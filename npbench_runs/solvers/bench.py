@@ -56,6 +56,20 @@ def _ours(name: str, n: int, iters: int, repeat: int, cp) -> tuple[list, np.ndar
     return times[1:], x, hist, ""
 
 
+def _timed(solve, repeat: int, iters: int, cp) -> tuple[list, object]:
+    """Microseconds per iteration of ``repeat`` host-driven solves (CUDA events around each, host round trips
+    included), and the last solve's result."""
+    times = []
+    for _ in range(repeat):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        result = solve()
+        end.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / iters)
+    return times, result
+
+
 def _cupy(name: str, n: int, iters: int, repeat: int, cp) -> tuple[list, np.ndarray, np.ndarray]:
     if name == "cupy":
         b = cp.asarray(poisson.initialize(n))
@@ -64,14 +78,7 @@ def _cupy(name: str, n: int, iters: int, repeat: int, cp) -> tuple[list, np.ndar
         indptr, indices, data, b = csr.initialize(n)
         solve = lambda k: baselines.cg_sparse(indptr, indices, data, b, k)  # noqa: E731
     solve(2)  # warm-up: kernels compiled and cached
-    times = []
-    for _ in range(repeat):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        x, hist = solve(iters)
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / iters)
+    times, (x, hist) = _timed(lambda: solve(iters), repeat, iters, cp)
     return times, cp.asnumpy(x), hist, ""
 
 
@@ -89,14 +96,7 @@ def _upstream(name: str, n: int, iters: int, repeat: int, cp) -> tuple[list, np.
     b = cp.asarray(poisson.initialize(n))
     x, hist = cp.zeros_like(b), cp.zeros(iters)
     run(b=b, x=x, hist=hist)  # warm-up: the library loaded, device memory allocated
-    times = []
-    for _ in range(repeat):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        run(b=b, x=x, hist=hist)
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / iters)
+    times, _ = _timed(lambda: run(b=b, x=x, hist=hist), repeat, iters, cp)
     return times, cp.asnumpy(x), cp.asnumpy(hist), how
 
 

@@ -230,13 +230,15 @@ def _laplacian(u: np.ndarray) -> np.ndarray:
     return out
 
 
-def _dot(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.sum(a[1:-1, 1:-1] * b[1:-1, 1:-1]))
+def interior_dot(a: np.ndarray, b: np.ndarray) -> float:
+    """The dot product over the interior of padded arrays (any number of dimensions)."""
+    inner = (slice(1, -1),) * a.ndim
+    return float(np.sum(a[inner] * b[inner]))
 
 
 def reference_cg(b: np.ndarray, iters: int) -> tuple[np.ndarray, np.ndarray]:
     """NumPy on the global padded grid, the same recurrences as :func:`cg_poisson_2d`: ``(x, hist)``."""
-    return conjugate_gradient(_laplacian, _dot, b, iters)
+    return conjugate_gradient(_laplacian, interior_dot, b, iters)
 
 
 def reference_pipelined_cg(b: np.ndarray, iters: int) -> tuple[np.ndarray, np.ndarray]:
@@ -246,7 +248,7 @@ def reference_pipelined_cg(b: np.ndarray, iters: int) -> tuple[np.ndarray, np.nd
     z, s, p = np.zeros_like(b), np.zeros_like(b), np.zeros_like(b)
     hist, gamma_old, alpha_old = np.zeros(iters), 0.0, 0.0
     for k in range(iters):
-        gamma, delta = _dot(r, r), _dot(w, r)
+        gamma, delta = interior_dot(r, r), interior_dot(w, r)
         q = _laplacian(w)
         hist[k] = np.sqrt(gamma)
         beta = 0.0 if k == 0 else gamma / gamma_old
@@ -273,13 +275,13 @@ def local_shape(n: int, npes: int) -> tuple[int, int]:
 
 
 def tile(glob: np.ndarray, pe: int, npes: int) -> np.ndarray:
-    """PE ``pe``'s rows of a global padded array, with a halo row above and below."""
+    """PE ``pe``'s rows (planes of a 3-D array) of a global padded array, with a halo row on each side."""
     rows = (glob.shape[0] - 2) // npes
     return np.ascontiguousarray(glob[pe * rows : pe * rows + rows + 2, :])
 
 
 def place(glob: np.ndarray, local: np.ndarray, pe: int, npes: int) -> None:
-    """Writes the interior rows of PE ``pe``'s tile back into the global array."""
+    """Writes the interior rows (planes) of PE ``pe``'s tile back into the global array."""
     rows = local.shape[0] - 2
     glob[1 + pe * rows : 1 + (pe + 1) * rows, :] = local[1:-1, :]
 

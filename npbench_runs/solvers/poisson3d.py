@@ -16,6 +16,7 @@ import numpy as np
 
 from dace_cpufree import nvshmem
 
+from .poisson import interior_dot, local_shape, place, tile  # noqa: F401 (place: the slabs' inverse of tile)
 from .recurrence import conjugate_gradient
 
 LX, NY, NZ, K = (dace.symbol(s) for s in ("LX", "NY", "NZ", "K"))
@@ -119,13 +120,9 @@ def _laplacian(u: np.ndarray) -> np.ndarray:
     return out
 
 
-def _dot(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.sum(a[1:-1, 1:-1, 1:-1] * b[1:-1, 1:-1, 1:-1]))
-
-
 def reference_cg(b: np.ndarray, iters: int) -> tuple[np.ndarray, np.ndarray]:
     """NumPy on the global padded grid, the same recurrences as :func:`cg_poisson_3d`: ``(x, hist)``."""
-    return conjugate_gradient(_laplacian, _dot, b, iters)
+    return conjugate_gradient(_laplacian, interior_dot, b, iters)
 
 
 def initialize(n: int) -> np.ndarray:
@@ -137,21 +134,8 @@ def initialize(n: int) -> np.ndarray:
     return b
 
 
-def tile(glob: np.ndarray, pe: int, npes: int) -> np.ndarray:
-    """PE ``pe``'s planes of a global padded array, with a halo plane on each side."""
-    if (glob.shape[0] - 2) % npes or (glob.shape[0] - 2) // npes < 2:
-        raise ValueError(f"N = {glob.shape[0] - 2} must be divisible by the {npes} PEs, at least 2 planes each.")
-    planes = (glob.shape[0] - 2) // npes
-    return np.ascontiguousarray(glob[pe * planes : pe * planes + planes + 2])
-
-
-def place(glob: np.ndarray, local: np.ndarray, pe: int, npes: int) -> None:
-    """Writes the interior planes of PE ``pe``'s slab back into the global array."""
-    planes = local.shape[0] - 2
-    glob[1 + pe * planes : 1 + (pe + 1) * planes] = local[1:-1]
-
-
 def arguments(n: int, iters: int, pe: int = 0, npes: int = 1) -> tuple:
     """``(b, x, hist, flags)`` of PE ``pe``."""
+    local_shape(n, npes)  # N divisible by the PEs, at least 2 planes each
     b = tile(initialize(n), pe, npes)
     return b, np.zeros_like(b), np.zeros(iters), np.zeros(2, dtype=np.uint64)

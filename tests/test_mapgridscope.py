@@ -155,26 +155,22 @@ def test_independent_small_steps_share_the_grid_unless_turned_off():
     assert plain.grid_syncs == source.grid_syncs
 
 
+def _check_periodic_rows(run, n: int, steps: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    A, B = rng.random((n, n)), rng.random((n, n))
+    ref_a, ref_b = g.periodic_rows_reference(A, B, steps)
+    run(A, B, T=steps, N=n)
+    np.testing.assert_allclose(A, ref_a)
+    np.testing.assert_allclose(B, ref_b)
+
+
 @pytest.mark.parametrize("order", ["forward", "reverse", "shuffle"])
 @pytest.mark.parametrize("n", [5, 9])  # 5: the rows have fewer elements than the 12 threads (split), 9: more
 def test_independent_steps_side_by_side_are_race_free(order, n):
-    run = dace_cpufree.compile(g.periodic_rows, backend="emulate", race_check=order)
-    rng = np.random.default_rng(5)
-    A, B = rng.random((n, n)), rng.random((n, n))
-    ref_a, ref_b = g.periodic_rows_reference(A, B, 4)
-    run(A, B, T=4, N=n)
-    np.testing.assert_allclose(A, ref_a)
-    np.testing.assert_allclose(B, ref_b)
+    _check_periodic_rows(dace_cpufree.compile(g.periodic_rows, backend="emulate", race_check=order), n, 4, seed=5)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("concurrent", [True, False])
 def test_independent_steps_side_by_side_match_numpy_on_gpu(concurrent):
-    n = 1000
-    run = dace_cpufree.compile(g.periodic_rows, concurrent_steps=concurrent)
-    rng = np.random.default_rng(6)
-    A, B = rng.random((n, n)), rng.random((n, n))
-    ref_a, ref_b = g.periodic_rows_reference(A, B, 20)
-    run(A, B, T=20, N=n)
-    np.testing.assert_allclose(A, ref_a)
-    np.testing.assert_allclose(B, ref_b)
+    _check_periodic_rows(dace_cpufree.compile(g.periodic_rows, concurrent_steps=concurrent), 1000, 20, seed=6)

@@ -102,7 +102,9 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
 
 
 def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
-    """A copy between two containers outside any map, as a grid-stride loop."""
+    """A copy between two containers outside any map, as a grid-stride loop. A copy of one element runs on thread
+    0 alone (the loop's only iteration), so it is a leader item: between it and the scalar tasklets around it
+    (also the leader's) program order suffices, and no grid sync is placed."""
     body, n = copy_body(ctx, state, edge, "__f", None)
     code = [f"for ({INDEX_T} __f = __tid; __f < {n}; __f += __nthreads) {{"] + indent(body) + ["}"]
     device = ctx.device
@@ -113,6 +115,7 @@ def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
         ["{"] + indent(code) + ["}"],
         reads,
         writes,
+        Executor.LEADER if n == "1" else Executor.GRID,
         work=n if not any(c.isalpha() for c in n.replace("long", "")) else None,
     )
     src, ssub, dst, dsub = memlets.ends(state, edge)

@@ -25,6 +25,23 @@ def copy_in_parts(A: dace.float64[N], B: dace.float64[N], C: dace.float64[N]):
 
 
 @mapgridscope
+def smooth_in_parts(A: dace.float64[N], B: dace.float64[N], C: dace.float64[N]):
+    @blocks[0 : N // 2]
+    def first():
+        B[0 : N // 2] = 2.0 * A[0 : N // 2]
+        C[1 : N // 2] = B[0 : N // 2 - 1] + B[1 : N // 2]  # reads a neighbour's write: a barrier of this function
+
+    @blocks[N // 2 : N]
+    def second():
+        B[N // 2 : N] = A[N // 2 : N]
+
+
+@dace.program
+def smooth_halves(A: dace.float64[N], B: dace.float64[N], C: dace.float64[N]):
+    smooth_in_parts(A, B, C)
+
+
+@mapgridscope
 def relax_and_send(A: dace.float64[N], B: dace.float64[N], flags: dace.uint64[2], t: dace.int64):
     """One Jacobi step of a 1-D domain split over PEs in a ring, each with a halo cell at both ends: the first and
     last blocks compute the edge cells and send them; the rest of the grid computes the interior meanwhile."""

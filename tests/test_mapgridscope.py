@@ -37,7 +37,26 @@ def test_inferred_split_and_barriers_inside_a_block_function():
     assert scope[0].requires  # B[1] against B[N - 2]: decided at launch
     parts = _part_steps(source)
     assert not any(sync for _, _, sync in parts[1:])  # the scope needs no grid sync inside
-    assert source.part_syncs > 0  # the edge cell's steps depend on each other within their own block
+    # the edge cells' steps (one-element copies and scalar tasklets) run on their function's first thread, in
+    # program order: no barrier between them
+    edges = [strategy for _, strategy, _ in parts if "relax.left" in strategy or "relax.right" in strategy]
+    assert edges and all(strategy.startswith("leader thread") for strategy in edges)
+    assert source.part_syncs == 0
+
+
+def test_dependent_steps_inside_a_block_function_meet_at_its_barrier():
+    source = dace_cpufree.kernel_source(g.smooth_halves)
+    (scope,) = source.block_scopes
+    assert source.part_syncs == 1 and source.grid_syncs == 0
+    for order in ("forward", "reverse", "shuffle"):
+        run = dace_cpufree.compile(g.smooth_halves, backend="emulate", race_check=order)
+        n = 40
+        A = np.random.default_rng(3).random(n)
+        B, C = np.zeros(n), np.zeros(n)
+        run(A, B, C, N=n)
+        ref_b = np.concatenate([2.0 * A[: n // 2], A[n // 2 :]])
+        np.testing.assert_allclose(B, ref_b)
+        np.testing.assert_allclose(C[1 : n // 2], ref_b[: n // 2 - 1] + ref_b[1 : n // 2])
 
 
 @pytest.mark.parametrize("order", ["forward", "reverse", "shuffle"])

@@ -22,7 +22,7 @@ from . import ir
 EVERY = ir.Executor.EVERY
 
 #: words of the channel's header, in order (see cpufree/channel.cuh for their meaning)
-HEADER_WORDS = ("CANCEL", "DONE", "TOTAL", "STOPPED", "SYNCS", "TAIL", "DROPPED")
+HEADER_WORDS = ("DONE", "TOTAL", "STOPPED", "SYNCS", "TAIL", "DROPPED")
 HEADER = 8  # words before the ring (one spare)
 RECORD = 3  # words per notification record: seq, tag, value bits
 #: words of the host-call slot, after the ring (only with host callbacks), then the argument and result words
@@ -194,7 +194,7 @@ def loop_head(channel: ChannelFacts, label: str, total: str | None, progress: bo
     site = channel.site(f"head of loop {label}")
     code = [f"CPUFREE_CHANNEL_POINT({site})"]
     if progress:
-        code.append(f"if (__tid == 0) cpufree::channel::loop_tick({total or 0});")
+        code.append(f"if (__tid == 0) cpufree::channel::loop_tick({total or 0}, __cpufree_leader);")
     return ir.Item(f"cancel point {label}", code, executor=EVERY)
 
 
@@ -202,7 +202,11 @@ def loop_bracket(label: str, total: str | None) -> tuple[ir.Item, ir.Item]:
     """Items before and after a loop that reports progress: iteration 0 of ``total``, and the last."""
     total = total or "0"
     return tuple(
-        ir.Item(f"progress {at} {label}", [f"if (__tid == 0) cpufree::channel::{call}({total});"], executor=EVERY)
+        ir.Item(
+            f"progress {at} {label}",
+            [f"if (__tid == 0) cpufree::channel::{call}({total}, __cpufree_leader);"],
+            executor=EVERY,
+        )
         for at, call in (("before", "loop_begin"), ("after", "loop_end"))
     )
 
@@ -221,6 +225,11 @@ extern "C" long long *cpufree_channel_open() {{
 }}
 extern "C" int cpufree_channel_words() {{ return {words}; }}
 extern "C" unsigned long long cpufree_channel_dropped() {{ return cpufree::channel::dropped(); }}
+extern "C" int cpufree_channel_cancel(int value) {{
+    const int e = cpufree::channel::set_cancel(value);
+    if (e != 0) cpufree_fail("passing the stop request to the device failed (error %d)", e);
+    return e;
+}}
 """
 
 CALL_HOST = """// Host callbacks: the poller waits here (GIL released) for the next request (at most `timeout_ns` ns).

@@ -39,6 +39,7 @@ class ChannelHost:
         self.step_sources = step_sources or {}
         lib.cpufree_channel_open.restype = ctypes.POINTER(ctypes.c_longlong)
         lib.cpufree_channel_dropped.restype = ctypes.c_ulonglong
+        lib.cpufree_channel_cancel.argtypes = [ctypes.c_int]
         calls = getattr(facts, "calls", None) or []
         self.functions = []  # the Python callable of each host callback, by id
         if calls:
@@ -58,12 +59,19 @@ class ChannelHost:
         self.words = np.ctypeslib.as_array(pointer, shape=(facts.words,))  # int64 view of the mapped memory
         self.values = self.words.view(np.float64)
         self._at = facts.index
+        self.call_at = facts.call_index  # computed once: every request reads it
+        # Host callbacks read and write single words on every request: ctypes arrays over the same memory index in
+        # a fraction of the time a NumPy element access takes (the host's part of the round trip).
+        address = ctypes.addressof(pointer.contents)
+        self.ints = (ctypes.c_longlong * facts.words).from_address(address)
+        self.floats = (ctypes.c_double * facts.words).from_address(address)
+        self.servers = [_server(self, call) for call in calls]
 
     def word(self, name: str) -> int:
         return int(self.words[self._at[name]])
 
     def call_word(self, name: str) -> int:
-        return int(self.words[self.facts.call_index[name]])
+        return int(self.words[self.call_at[name]])
 
     def hang_word(self, name: str) -> int:
         return int(self.words[self.facts.hang_index[name]])
@@ -77,6 +85,14 @@ class ChannelHost:
 
     def set(self, name: str, value: int) -> None:
         self.words[self._at[name]] = value
+
+    def cancel(self, value: int) -> None:
+        """Asks the running kernel to stop (1), or clears the request before a launch (0): a word in device
+        memory, copied there on a stream of its own while the kernel runs (the kernel never waits for host
+        memory to see it)."""
+        if self._lib.cpufree_channel_cancel(value) != 0:
+            what = "asking the kernel to stop" if value else "clearing the kernel's stop request"
+            raise LaunchError(f"{self.program}: {what} failed: {self._lib.cpufree_error().decode()}")
 
     def dropped(self) -> int:
         """Notifications dropped so far (exact: read from the device's counter)."""
@@ -113,7 +129,7 @@ class Call:
     def run(self, launch):
         """Runs ``launch()`` (the foreign call) with the poller beside it and returns its result."""
         host = self.host
-        host.set("CANCEL", 0)
+        host.cancel(0)
         host.set("STOPPED", 0)
         host.set("SYNCS", 0)
         self._dropped = host.word("DROPPED")
@@ -232,21 +248,22 @@ class Call:
     # ---- host callbacks -----------------------------------------------------------------------------------------
     def _serve(self, request: int) -> None:
         """Calls the requested Python function with the request's arguments and writes its answer (RESP last)."""
-        host, facts = self.host, self.host.facts
-        at = facts.call_index
-        words = host.words
-        call = facts.calls[int(words[at["ID"]])]
-        args = [_from_word(words, at["ARGS"] + k, kind) for k, kind in enumerate(call.args)]
+        host = self.host
+        ints, at = host.ints, host.call_at
+        call, function, read, write = host.servers[ints[at["ID"]]]
         status = 0
+        if self.reason is not None:  # a stop was asked: the kernel makes no more calls after this answer
+            ints[at["STATUS"]] = 2
+            ints[at["RESP"]] = request
+            self._answered = request
+            return
         try:
+            args = read()
             begun = time.perf_counter()
-            value = host.functions[call.id](*args)
+            value = function(*args)
             self.call_times.append(time.perf_counter() - begun)
-            if call.results:
-                if value is None:
-                    raise TypeError(f"it returned None; the program uses its result as {_KINDS[call.results[0]]}")
-                for k, kind in enumerate(call.results):
-                    _to_word(words, at["RESULTS"] + k, kind, value)
+            if write is not None:
+                write(value)
         except Exception as err:  # noqa: BLE001 - re-raised in the caller's thread after the call
             status = 1
             error = HostCallbackError(
@@ -261,8 +278,8 @@ class Call:
             if not self.call_errors:
                 self.call_errors.append(error)
             self._cancel("a failed host callback")
-        words[at["STATUS"]] = status
-        words[at["RESP"]] = request  # the answer's words before its number (x86 keeps stores in order)
+        ints[at["STATUS"]] = status
+        ints[at["RESP"]] = request  # the answer's words before its number (x86 keeps stores in order)
         self._answered = request
 
     # ---- the poller thread ------------------------------------------------------------------------------------
@@ -323,7 +340,10 @@ class Call:
     def _cancel(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
-            self.host.set("CANCEL", 1)
+            try:
+                self.host.cancel(1)
+            except LaunchError as err:  # on the poller thread: re-raised in the caller's thread after the call
+                self.errors.append(err)
 
     def _progress(self, final: bool = False) -> None:
         done, total = self.host.word("DONE"), self.host.word("TOTAL")
@@ -439,24 +459,34 @@ def _renderer(kind) -> str:
 _KINDS = {"f": "a float", "i": "an integer", "b": "a bool"}
 
 
-def _from_word(words, k: int, kind: str):
-    """An argument word as the Python value the callable gets: float, int or bool."""
-    if kind == "f":
-        return float(words[k : k + 1].view(np.float64)[0])
-    if kind == "b":
-        return bool(words[k])
-    return int(words[k])
+def _server(host: ChannelHost, call) -> tuple:
+    """``(call, function, read, write)`` for host callback ``call``: ``read()`` gives the request's arguments as the
+    Python values the function gets (float, int or bool), ``write(value)`` puts its result into the answer's words
+    (``None`` where the program uses no result)."""
+    at = host.call_at
+    ints, floats = host.ints, host.floats
+    sources = [(floats if kind == "f" else ints, at["ARGS"] + k, kind == "b") for k, kind in enumerate(call.args)]
 
+    def read():
+        return [bool(words[k]) if as_bool else words[k] for words, k, as_bool in sources]
 
-def _to_word(words, k: int, kind: str, value) -> None:
-    if kind == "f":
-        words[k : k + 1].view(np.float64)[0] = float(value)
-    elif kind == "b":
-        words[k] = int(bool(value))
-    else:
-        if isinstance(value, float) and not value.is_integer():
-            raise TypeError(f"it returned {value!r}; the program uses its result as an integer")
-        words[k] = int(value)
+    write = None
+    if call.results:
+        kind, k = call.results[0], at["RESULTS"]
+
+        def write(value):
+            if value is None:
+                raise TypeError(f"it returned None; the program uses its result as {_KINDS[kind]}")
+            if kind == "f":
+                floats[k] = float(value)
+            elif kind == "b":
+                ints[k] = int(bool(value))
+            else:
+                if isinstance(value, float) and not value.is_integer():
+                    raise TypeError(f"it returned {value!r}; the program uses its result as an integer")
+                ints[k] = int(value)
+
+    return call, host.functions[call.id], read, write
 
 
 def require_channel(host: ChannelHost | None, program: str, what: str) -> ChannelHost:

@@ -4,7 +4,6 @@
 // (cpufree_channel_open) and reached by the kernel through the device pointer `cpufree_channel`, set once at
 // allocation. Its layout, in 64-bit words (the generator defines the CPUFREE_CHANNEL_* indices before including
 // this header; dace_cpufree/codegen/channel.py is the one place they are declared):
-//   CANCEL   host -> device: nonzero asks the kernel to stop
 //   DONE, TOTAL         the last progress(done, total)
 //   STOPPED  site + 1 of the cancel point where the kernel stopped (0: it did not stop early)
 //   SYNCS    grid syncs passed when it stopped
@@ -12,14 +11,17 @@
 //   DROPPED  notifications dropped because the ring was full (a running count)
 //   ring     CPUFREE_CHANNEL_RING records of 3 words {seq, tag, value bits}; record k lies in slot k % RING and
 //            is complete once its seq word reads k + 1.
-// The kernel never waits for the host: progress is two volatile stores, a notification is dropped (and counted)
-// when the ring is full, and the cancel word is read by one thread at most every CPUFREE_CHANNEL_POLL_NS.
+// The kernel never waits for the host: progress is two volatile stores (at most every CPUFREE_CHANNEL_PROGRESS_NS
+// for a loop's automatic progress), a notification is dropped (and counted) when the ring is full. The host's stop
+// request is not in this memory: the host copies it into device memory (DeviceState::cancel, set_cancel) on a
+// stream of its own, so the kernel never reads host memory to see it.
 //
 // Host callbacks (only where the program has them: CPUFREE_CHANNEL_CALL_* defined, their words after the ring):
 //   REQ      device -> host: the number of the last request (a running count)
 //   RESP     host -> device: the number of the last request answered
 //   ID       the callback's number (ChannelFacts.calls); ARGS.. its argument words; RESULTS.. the host's results
-//   STATUS   host -> device: 0 answered, 1 the callback raised (the kernel then stops at its next cancel point)
+//   STATUS   host -> device: 0 answered, 1 the callback raised, 2 a stop was asked (not called); on 1 and 2 the
+//            kernel makes no more calls and stops at its next cancel point
 //   LATE     device -> host: the number of a request the leader stopped waiting for (the timeout passed)
 // The leader writes ID and the arguments, fences, sets REQ and spins on RESP (at most
 // CPUFREE_CHANNEL_CALL_TIMEOUT_NS, then it gives up and stops the kernel). The host's poller thread waits for REQ
@@ -31,15 +33,19 @@
 // writes the hang report (where it waited, which block had not arrived and where that one was last), and every
 // waiter leaves the barrier and the kernel through the cancel path instead of hanging.
 //
-// Cancel without deadlock: every thread must leave at the same point. Before each grid sync the leader (thread
-// 0 of block 0) publishes its decision in a device-global slot chosen by the sync's parity; after the sync every
-// thread reads that slot, so all threads hold the same decision, and they act on it at the next cancel point (a
-// loop head or the next grid sync). The leader cannot overwrite a slot before every thread has read it: it
-// writes slot (n & 1) again only before sync n + 2, after all threads passed sync n + 1.
+// Cancel without deadlock: every thread must leave at the same point. At some grid syncs, about
+// CPUFREE_CHANNEL_POLL_NS apart ("looks", see publish), the leader (thread 0 of block 0) publishes its decision
+// in a device-global slot chosen by the look's parity; after the sync every thread reads that slot, so all threads
+// hold the same decision, and they act on it at the next cancel point (a loop head or the next grid sync). The
+// leader cannot overwrite a slot before every thread has read it: it writes slot (k & 1) again only at look k + 2,
+// after all threads passed the sync of look k + 1.
 #pragma once
 
 #ifndef CPUFREE_CHANNEL_POLL_NS
-#define CPUFREE_CHANNEL_POLL_NS 50000  // the leader reads the host's cancel word at most every 50 us
+#define CPUFREE_CHANNEL_POLL_NS 50000  // the stop requests are looked at about every 50 us, at a grid sync
+#endif
+#ifndef CPUFREE_CHANNEL_MAX_APART
+#define CPUFREE_CHANNEL_MAX_APART 256  // at most this many grid syncs between two looks
 #endif
 
 #include <cstddef>
@@ -62,9 +68,8 @@ namespace cpufree::channel {
 
 struct DeviceState {
     int slot[2];               // the leader's decision published before a grid sync, by the sync's parity
-    int seen;                  // leader only: the host asked to stop (sticky within a launch)
-    long long polled;          // leader only: time of the last read of the host word (ns)
-    long long ticks;           // leader only: iterations of the loop that reports progress
+    int seen;                  // leader only: a host callback failed or was not answered: stop (sticky in a launch)
+    int cancel;                // the host asks to stop: written by the host (set_cancel) into device memory
     unsigned long long next;   // notification records reserved (a running count, like TAIL)
     unsigned long long dropped;
 #if defined(CPUFREE_CHANNEL_CALL_REQ)
@@ -133,29 +138,47 @@ __device__ inline unsigned long long add(unsigned long long *p, unsigned long lo
 #endif
 }
 
-// Kernel start, leader only: a new launch has not seen a cancel yet.
-__device__ inline void start() {
-    cpufree_channel_state.seen = 0;
-    cpufree_channel_state.polled = 0;
-    cpufree_channel_state.ticks = 0;
-}
+// Kernel start, leader only: a new launch has not seen a failed callback yet (the host clears `cancel`).
+__device__ inline void start() { cpufree_channel_state.seen = 0; }
 
-// Leader, before grid sync number `n` (counted from 1): read the host word (throttled) and publish the decision.
-__device__ inline void publish(unsigned int n) {
-    DeviceState &s = cpufree_channel_state;
-    if (!s.seen) {
-        const long long t = now_ns();
-        if (t - s.polled >= CPUFREE_CHANNEL_POLL_NS) {
-            s.polled = t;
-            s.seen = reinterpret_cast<volatile long long *>(cpufree_channel)[CPUFREE_CHANNEL_CANCEL] != 0;
-        }
+// The leader's own state, in registers (declared by CPUFREE_CHANNEL_BEGIN): nothing on the way to a grid sync
+// waits for memory.
+struct Leader {
+    int seen = 0;                // a stop was asked (sticky)
+    long long looked = 0;        // when the leader last looked at the stop requests (ns)
+    unsigned int apart = 1;      // grid syncs between the last two looks
+    long long ticks = 0;         // iterations of the loop that reports progress
+    long long total = -1;        // its iteration count (-1: no such loop running)
+};
+
+// The stop requests are looked at only at some grid syncs, "looks", about CPUFREE_CHANNEL_POLL_NS apart: at a look
+// the leader reads them (device memory: the host's, and a failed callback's) and publishes one word, its decision
+// and how many grid syncs the next look is away (from the time the last ones took; at most twice as many as before,
+// at most CPUFREE_CHANNEL_MAX_APART); after that sync every thread reads the word, so all hold the same decision and
+// count the same syncs to the next look. Between looks a grid sync costs nothing more than without the channel.
+// The word of look k lies in slot k % 2: it is written again two looks later, when every thread has read it.
+__device__ inline void progress(long long done, long long total);
+
+__device__ inline void publish(unsigned int look, Leader &l) {
+    const volatile DeviceState &s = cpufree_channel_state;
+    l.seen = l.seen || s.cancel != 0 || s.seen != 0;
+    const long long t = now_ns();
+    unsigned int apart = 1;
+    if (l.looked != 0 && t > l.looked) {
+        const long long per_sync = (t - l.looked) / (long long)l.apart;
+        const long long want = per_sync > 0 ? CPUFREE_CHANNEL_POLL_NS / per_sync : CPUFREE_CHANNEL_MAX_APART;
+        const long long most = 2LL * l.apart < CPUFREE_CHANNEL_MAX_APART ? 2LL * l.apart : CPUFREE_CHANNEL_MAX_APART;
+        apart = (unsigned int)(want < 1 ? 1 : want > most ? most : want);
     }
-    reinterpret_cast<volatile int *>(s.slot)[n & 1u] = s.seen;
+    l.looked = t;
+    l.apart = apart;
+    if (l.total >= 0) progress(l.ticks > 0 ? l.ticks - 1 : 0, l.total);  // a loop's progress, shown at the looks
+    reinterpret_cast<volatile unsigned int *>(cpufree_channel_state.slot)[look & 1u] = (apart << 1) | (l.seen ? 1u : 0u);
 }
 
-// Every thread, after grid sync number `n`: the decision the leader published for it.
-__device__ inline int decision(unsigned int n) {
-    return reinterpret_cast<volatile int *>(cpufree_channel_state.slot)[n & 1u];
+// Every thread, after the grid sync of look `look`: the leader's word (decision in bit 0, syncs to the next look).
+__device__ inline unsigned int decision(unsigned int look) {
+    return reinterpret_cast<volatile unsigned int *>(cpufree_channel_state.slot)[look & 1u];
 }
 
 // Every thread at a cancel point that decided to stop: the leader tells the host where.
@@ -181,13 +204,24 @@ __device__ inline long long trip_count(long long start, long long end, long long
     return n > 0 ? n : 0;
 }
 
-// A loop that reports progress: before it (`begin`), at the head of each iteration (`tick`) and after it.
-__device__ inline void loop_begin(long long total) {
-    cpufree_channel_state.ticks = 0;
+// A loop that reports progress: before it (`begin`), at the head of each iteration (`tick`) and after it. The
+// iterations are counted in a register and shown at the looks of the cancel path (about every
+// CPUFREE_CHANNEL_POLL_NS), and every CPUFREE_CHANNEL_PROGRESS_EVERY iterations for loops without grid syncs.
+#ifndef CPUFREE_CHANNEL_PROGRESS_EVERY
+#define CPUFREE_CHANNEL_PROGRESS_EVERY 4096
+#endif
+__device__ inline void loop_begin(long long total, Leader &l) {
+    l.ticks = 0;
+    l.total = total;
     progress(0, total);
 }
-__device__ inline void loop_tick(long long total) { progress(cpufree_channel_state.ticks++, total); }
-__device__ inline void loop_end(long long total) { progress(cpufree_channel_state.ticks, total); }
+__device__ inline void loop_tick(long long total, Leader &l) {
+    if (++l.ticks % CPUFREE_CHANNEL_PROGRESS_EVERY == 0) progress(l.ticks - 1, total);
+}
+__device__ inline void loop_end(long long total, Leader &l) {
+    progress(l.ticks, total);
+    l.total = -1;
+}
 
 // notify(tag, value) from any thread: a record in the ring, or a count of the dropped ones when it is full.
 __device__ inline void notify(long long tag, double value) {
@@ -255,8 +289,7 @@ __device__ inline void call(int id, const long long *args, int nargs, long long 
     w[CPUFREE_CHANNEL_CALL_ID] = id;
     for (int k = 0; k < nargs; ++k) w[CPUFREE_CHANNEL_CALL_ARGS + k] = args[k];
     fence_system();  // the request before its number
-    w[CPUFREE_CHANNEL_CALL_REQ] = seq;
-    fence_system();
+    w[CPUFREE_CHANNEL_CALL_REQ] = seq;  // no fence after it: the store leaves at once, and waiting for it gains nothing
     const long long start = now_ns();
     while (w[CPUFREE_CHANNEL_CALL_RESP] != seq) {
         if (now_ns() - start > CPUFREE_CHANNEL_CALL_TIMEOUT_NS) {
@@ -269,7 +302,7 @@ __device__ inline void call(int id, const long long *args, int nargs, long long 
     }
     fence_system();  // the answer's words after its number
     if (w[CPUFREE_CHANNEL_CALL_STATUS] != 0) {
-        s.seen = 1;  // the callback raised: the host re-raises it after the kernel stopped
+        s.seen = 1;  // the callback raised (the host re-raises it after the kernel stopped), or a cancel came
         return;
     }
     for (int k = 0; k < nres; ++k) results[k] = w[CPUFREE_CHANNEL_CALL_RESULTS + k];
@@ -426,6 +459,38 @@ struct DebugGrid {
 #endif  // CPUFREE_CHANNEL_HANG_SITE
 
 // ---- host side ----------------------------------------------------------------------------------------------
+#if !defined(CPUFREE_EMULATE)
+// The device and a stream that does not wait for the kernel: the host's stop request is copied into device memory
+// while the kernel runs (the kernel then never reads host memory to see it).
+struct CancelPath {
+    int device = 0;
+    cudaStream_t stream = nullptr;
+};
+static inline CancelPath &cancel_path() {
+    static CancelPath path;
+    return path;
+}
+#endif
+
+// Host: asks the kernel to stop (1) or clears the request before a launch (0). 0: done.
+static inline int set_cancel(int value) {
+#if defined(CPUFREE_EMULATE)
+    __atomic_store_n(&cpufree_channel_state.cancel, value, __ATOMIC_SEQ_CST);
+    return 0;
+#else
+    CancelPath &path = cancel_path();
+    if (path.stream == nullptr) return (int)cudaErrorInvalidResourceHandle;
+    static int word;
+    word = value;
+    cudaError_t e = cudaSetDevice(path.device);
+    if (e == cudaSuccess)
+        e = cudaMemcpyToSymbolAsync(cpufree_channel_state, &word, sizeof(word), offsetof(DeviceState, cancel),
+                                    cudaMemcpyHostToDevice, path.stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(path.stream);
+    return (int)e;
+#endif
+}
+
 inline void *host_alloc(size_t bytes, long long **device) {
 #if defined(CPUFREE_EMULATE)
     void *p = calloc(1, bytes);
@@ -443,6 +508,9 @@ inline void *host_alloc(size_t bytes, long long **device) {
     if (cudaHostGetDevicePointer(&d, p, 0) != cudaSuccess) return nullptr;
     *device = static_cast<long long *>(d);
     if (cudaMemcpyToSymbol(cpufree_channel, device, sizeof(*device)) != cudaSuccess) return nullptr;
+    CancelPath &path = cancel_path();
+    if (cudaGetDevice(&path.device) != cudaSuccess) return nullptr;
+    if (cudaStreamCreateWithFlags(&path.stream, cudaStreamNonBlocking) != cudaSuccess) return nullptr;
 #if defined(CPUFREE_CHANNEL_CALL_REQ)
     host_words_ref() = static_cast<long long *>(p);
 #endif
@@ -478,10 +546,20 @@ inline unsigned long long dropped() {
 
 // Cancel points, printed by the generator only when the channel is on. `__cpufree_stop` is the decision every
 // thread read after the last grid sync, so all threads leave at the same point.
-#define CPUFREE_CHANNEL_BEGIN()                   \
-    int __cpufree_stop = 0;                       \
-    unsigned int __cpufree_syncs = 0;             \
+#define CPUFREE_CHANNEL_BEGIN()                                                                  \
+    int __cpufree_stop = 0;                  /* the decision acted on at cancel points */           \
+    unsigned int __cpufree_syncs = 0;        /* grid syncs passed */                                \
+    unsigned int __cpufree_look = 1;         /* the grid sync of the next look */                   \
+    unsigned int __cpufree_looks = 0;        /* looks made */                                       \
+    cpufree::channel::Leader __cpufree_leader;                                                      \
     if (__tid == 0) cpufree::channel::start();
+// After the grid sync of a look: every thread takes the leader's decision and the distance to the next look.
+#define CPUFREE_CHANNEL_TAKE_LOOK()                                                                 \
+    if (++__cpufree_syncs == __cpufree_look) {                                                      \
+        const unsigned int __cpufree_word = cpufree::channel::decision(__cpufree_looks++);          \
+        __cpufree_stop = (int)(__cpufree_word & 1u);                                                \
+        __cpufree_look += __cpufree_word >> 1;                                                      \
+    }
 #define CPUFREE_CHANNEL_POINT(site)                                              \
     if (__cpufree_stop) {                                                       \
         cpufree::channel::stopped(__tid, site, __cpufree_syncs);                \
@@ -490,10 +568,11 @@ inline unsigned long long dropped() {
 #if defined(CPUFREE_CHANNEL_HANG_SITE)
 #define CPUFREE_CHANNEL_BEFORE_SYNC(site) \
     CPUFREE_CHANNEL_POINT(site)           \
-    if (__tid == 0) cpufree::channel::publish(__cpufree_syncs + 1u); \
+    if (__tid == 0 && __cpufree_syncs + 1u == __cpufree_look)                             \
+        cpufree::channel::publish(__cpufree_looks, __cpufree_leader); \
     __grid.where = site;
 #define CPUFREE_CHANNEL_AFTER_SYNC()                                                  \
-    __cpufree_stop = cpufree::channel::decision(++__cpufree_syncs);                  \
+    CPUFREE_CHANNEL_TAKE_LOOK()                                                       \
     if (cpufree::channel::hung()) {                                                   \
         cpufree::channel::stopped(__tid, __grid.where, __cpufree_syncs);               \
         return;                                                                       \
@@ -501,6 +580,7 @@ inline unsigned long long dropped() {
 #else
 #define CPUFREE_CHANNEL_BEFORE_SYNC(site) \
     CPUFREE_CHANNEL_POINT(site)           \
-    if (__tid == 0) cpufree::channel::publish(__cpufree_syncs + 1u);
-#define CPUFREE_CHANNEL_AFTER_SYNC() __cpufree_stop = cpufree::channel::decision(++__cpufree_syncs);
+    if (__tid == 0 && __cpufree_syncs + 1u == __cpufree_look)                             \
+        cpufree::channel::publish(__cpufree_looks, __cpufree_leader);
+#define CPUFREE_CHANNEL_AFTER_SYNC() CPUFREE_CHANNEL_TAKE_LOOK()
 #endif

@@ -15,6 +15,7 @@ from dace_cpufree.frontend.callbacks import callables, host_callbacks
 from dace_cpufree.options import CompileOptions
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
 from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
+from dace_cpufree.transformations.arg_reductions import split_arg_reductions
 from dace_cpufree.transformations.block_scopes import prepare_block_scopes
 from dace_cpufree.vocabulary import communicates, has_symmetric
 
@@ -83,6 +84,7 @@ def _transformed(program_or_sdfg, opts: CompileOptions) -> dace.SDFG:
                 sdfg.remove_symbol(k)
     shmem_backend = "cuda" if opts.backend == "emulate" else opts.backend
     prepare_block_scopes(sdfg)  # @mapgridscope: before the communication is placed, which needs one flat SDFG
+    split_arg_reductions(sdfg)  # np.argmax/argmin: two reductions a device atomic can combine
     PrepareCommunication(shmem_backend, opts.shmem_transport, opts.early_puts).apply_pass(sdfg, {})
     FusePersistentKernel().apply_pass(sdfg, {})
     ScheduleThreads(

@@ -1,5 +1,6 @@
 """NumPy functions with no device implementation yet: refused at compile time with the user's line and a fix that
-compiles, and the fix's result checked against NumPy under the race checker."""
+compiles, and the fix's result checked against NumPy under the race checker. (np.argmax/np.argmin run inside the
+kernel: tests/test_arg_reductions.py.)"""
 
 import inspect
 
@@ -10,11 +11,6 @@ import pytest
 import dace_cpufree
 
 N = dace.symbol("N")
-
-
-@dace.program
-def argmax(A: dace.float64[N], out: dace.int64[1]):
-    out[0] = np.argmax(A)
 
 
 @dace.program
@@ -37,14 +33,6 @@ def cumsum_as_suggested(A: dace.float64[N], B: dace.float64[N]):
 
 def _line(program, offset: int) -> str:
     return f"test_numpy_refusals.py:{inspect.getsourcelines(program.f)[1] + offset}"
-
-
-def test_argmax_is_refused_at_the_users_line_with_a_fix():
-    with pytest.raises(dace_cpufree.NotPersistableError) as err:
-        dace_cpufree.kernel_source(argmax)
-    text = str(err.value)
-    assert "np.argmax / np.argmin at " in text and _line(argmax, 2) in text
-    assert "Fix: " in text and "np.min(np.where(A == m, np.arange(N)" in text
 
 
 def test_cumsum_is_refused_at_the_users_line_with_the_loop():

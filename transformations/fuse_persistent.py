@@ -262,8 +262,9 @@ def check_persistable(sdfg: dace.SDFG) -> None:
             )
         if isinstance(node, nodes.Tasklet) and isinstance(parent, dace.SDFGState) and _pair_reduction(node, parent):
             raise NotPersistableError(
-                f"np.argmax / np.argmin{_user_where(node, parent)} reduces (value, index) pairs, which "
-                "persistent kernels do not support yet. Fix: take the extreme value, then its first index with "
+                f"np.argmax / np.argmin{_user_where(node, parent)} reduces (value, index) pairs in a form that "
+                "the kernel does not split into two reductions (transformations/arg_reductions.py takes the map "
+                "DaCe makes of a whole array or one axis). Fix: take the extreme value, then its first index with "
                 "whole-array operations (arrays without NaN): m = np.max(A); "
                 "i = np.min(np.where(A == m, np.arange(N), np.full(N, N, dtype=np.int64)))."
             )

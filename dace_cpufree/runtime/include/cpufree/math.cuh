@@ -2,7 +2,9 @@
 // // -> py_floor, np.sign -> sign_numpy_2, ...), with NumPy's semantics, the same on the device (nvcc,
 // hipcc) and in the host emulation. Global namespace, as the unparser writes them unqualified.
 #pragma once
+#include <climits>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #if defined(CPUFREE_EMULATE)
@@ -235,3 +237,23 @@ template <typename A, typename B> __host__ __device__ inline auto np_logaddexp2(
     if (d <= 0) return y + log2e * log1p(exp2(d));
     return d;
 }
+
+// np.argmax / np.argmin (transformations/arg_reductions.py): an int64 whose order is the order of the values, so
+// that the extreme value is found with an integer max/min atomic. NaN lies above every number (nan_high, argmax) or
+// below (argmin): NumPy returns the first NaN. -0.0 and 0.0 are equal; float widens to double exactly.
+namespace cpufree {
+template <bool nan_high, typename T> __host__ __device__ inline long long arg_key(const T &value) {
+    if constexpr (std::is_floating_point_v<T>) {
+        if (value != value) return nan_high ? LLONG_MAX : LLONG_MIN;
+        if (value == T(0)) return 0;
+        const double d = (double)value;
+        long long bits;
+        memcpy(&bits, &d, sizeof(bits));
+        return bits < 0 ? bits ^ LLONG_MAX : bits;  // negative numbers: larger magnitude, smaller key
+    } else if constexpr (std::is_unsigned_v<T> && sizeof(T) == 8) {
+        return (long long)(value ^ 0x8000000000000000ULL);
+    } else {
+        return (long long)value;
+    }
+}
+}  // namespace cpufree

@@ -25,6 +25,9 @@ import numpy as np
 
 from dace_cpufree.errors import CpufreeError, HostCallbackError, KernelCancelled, KernelHang, LaunchError
 
+from .hang import hang_report
+from .host_calls import server
+
 POLL_S = 0.02  # the poller's period: progress is redrawn and notifications delivered at most this late
 HANG_SHOW_S = 2.0  # debug waits: a hang report is printed on stderr if the kernel has not returned this long after
 CALL_WAIT_NS = 2_000_000  # with host callbacks: the poller waits for a request this long at a time (native, no GIL)
@@ -65,7 +68,7 @@ class ChannelHost:
         address = ctypes.addressof(pointer.contents)
         self.ints = (ctypes.c_longlong * facts.words).from_address(address)
         self.floats = (ctypes.c_double * facts.words).from_address(address)
-        self.servers = [_server(self, call) for call in calls]
+        self.servers = [server(self, call) for call in calls]
 
     def word(self, name: str) -> int:
         return int(self.words[self._at[name]])
@@ -191,45 +194,9 @@ class Call:
     def raise_hang(self) -> None:
         """:class:`KernelHang` where a kernel built with ``debug_waits`` reported a grid sync that waited too long
         (or blocks that met at different grid syncs)."""
-        host, facts = self.host, self.host.facts
-        if facts.debug_waits is None or host.hang_word("SITE") == 0:
-            return
-        site = host.hang_word("SITE") - 1
-        where = host.site_text(site)
-        block, arrived, grid = host.hang_word("BLOCK"), host.hang_word("ARRIVED"), host.hang_word("GRID")
-        missing, missing_site = host.hang_word("MISSING"), host.hang_word("MISSING_SITE")
-        last = host.site_text(missing_site - 1) if missing_site > 0 else "none (it never reached a grid sync)"
-        if host.hang_word("KIND") == 1:
-            what = (
-                f"the blocks met at different grid syncs: block {block} arrived last at the {where}, while block "
-                f"{missing} waits at the {last} (after {host.hang_word('MISSING_SYNCS')} grid syncs; block {block} "
-                f"after {host.hang_word('SYNCS')})"
-            )
-        else:
-            counted = f"; {arrived} of {grid} blocks had arrived" if arrived else ""
-            other = (
-                f"; block {missing} was not there: the last grid sync it reached was the {last}"
-                f" (after {host.hang_word('MISSING_SYNCS')} grid syncs)"
-                if missing >= 0
-                else ""
-            )
-            waited = (
-                "waits, and the race checker saw that it can never complete,"
-                if host.hang_word("KIND") == 2
-                else f"waited more than {facts.debug_waits:g} s"
-            )
-            what = f"block {block} {waited} at the {where} (after {host.hang_word('SYNCS')} grid syncs){counted}{other}"
-        raise KernelHang(
-            f"{host.program}: hang: {what}. The kernel stopped there instead of hanging. Fix: every block must "
-            "reach every grid sync: look for a branch or loop that only some blocks take, or a wait (SignalWait, a "
-            "spin on a flag) before that step that never ends; if the program has none, the generator placed the "
-            "sync wrongly: report the program.",
-            facts.sites[site] if 0 <= site < len(facts.sites) else str(site),
-            host.step_sources.get(facts.site_steps.get(site, ""), ""),
-            block,
-            missing if missing >= 0 else None,
-            None if missing_site <= 0 else facts.sites[missing_site - 1],
-        )
+        error = hang_report(self.host)
+        if error is not None:
+            raise error
 
     def _unanswered(self) -> None:
         """A request the kernel made and gave up on (the host did not answer within ``callback_timeout``)."""
@@ -399,94 +366,6 @@ class Call:
     def _on_sigint(self, signum, frame) -> None:
         # Runs in the main thread once the foreign call has returned; the poller already acted on the byte.
         self.interrupted = True
-
-
-class ProgressView:
-    """A live bar of ``(done, total)``: tqdm, rich, or text lines; closed at the end of the call."""
-
-    def __init__(self, kind, label: str):
-        self.kind = _renderer(kind)
-        self.label = label
-        self._bar = None
-        self._last_line = 0.0
-
-    def update(self, done: int, total: int) -> None:
-        total = total if total > 0 else None
-        if self.kind == "tqdm":
-            if self._bar is None:
-                from tqdm.auto import tqdm
-
-                self._bar = tqdm(total=total, desc=self.label, leave=True)
-            if total != self._bar.total:
-                self._bar.total = total
-            self._bar.update(done - self._bar.n)
-        elif self.kind == "rich":
-            if self._bar is None:
-                from rich.progress import Progress
-
-                self._bar = Progress(transient=False)
-                self._bar.start()
-                self._task = self._bar.add_task(self.label, total=total)
-            self._bar.update(self._task, completed=done, total=total)
-        else:
-            now = time.monotonic()
-            if now - self._last_line >= 1.0:
-                self._last_line = now
-                print(f"{self.label}: {done}" + (f"/{total}" if total else ""), file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self._bar is None:
-            return
-        if self.kind == "tqdm":
-            self._bar.close()
-        else:
-            self._bar.stop()
-        self._bar = None
-
-
-def _renderer(kind) -> str:
-    if kind in ("tqdm", "rich", "text"):
-        return kind
-    for name in ("tqdm", "rich"):
-        try:
-            __import__(name)
-            return name
-        except ImportError:
-            continue
-    return "text"
-
-
-_KINDS = {"f": "a float", "i": "an integer", "b": "a bool"}
-
-
-def _server(host: ChannelHost, call) -> tuple:
-    """``(call, function, read, write)`` for host callback ``call``: ``read()`` gives the request's arguments as the
-    Python values the function gets (float, int or bool), ``write(value)`` puts its result into the answer's words
-    (``None`` where the program uses no result)."""
-    at = host.call_at
-    ints, floats = host.ints, host.floats
-    sources = [(floats if kind == "f" else ints, at["ARGS"] + k, kind == "b") for k, kind in enumerate(call.args)]
-
-    def read():
-        return [bool(words[k]) if as_bool else words[k] for words, k, as_bool in sources]
-
-    write = None
-    if call.results:
-        kind, k = call.results[0], at["RESULTS"]
-
-        def write(value):
-            if value is None:
-                raise TypeError(f"it returned None; the program uses its result as {_KINDS[kind]}")
-            if kind == "f":
-                floats[k] = float(value)
-            elif kind == "b":
-                ints[k] = int(bool(value))
-            else:
-                if isinstance(value, float) and not value.is_integer():
-                    raise TypeError(f"it returned {value!r}; the program uses its result as an integer")
-                ints[k] = int(value)
-
-    return call, host.functions[call.id], read, write
 
 
 def require_channel(host: ChannelHost | None, program: str, what: str) -> ChannelHost:

@@ -145,3 +145,12 @@ def is_shmem_library(lib) -> bool:
     except AttributeError:
         return False
     return True
+
+
+def attach_session(lib, source):
+    """The process's SHMEM session, initialised in this program's library (see :mod:`.nvshmem`)."""
+    from .build import gpu_count
+
+    shmem = session()
+    shmem.attach(lib, gpu_count(), direct_stores=source.direct_stores)
+    return shmem

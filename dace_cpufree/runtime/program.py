@@ -5,7 +5,6 @@ from __future__ import annotations
 import ctypes
 import threading
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import dace
@@ -16,59 +15,11 @@ from dace_cpufree.errors import ArgumentError, CpufreeError, LaunchError, RaceEr
 from dace_cpufree.options import RACE_ORDERS
 from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL, is_symmetric
 
-from .channel import Call, ChannelHost, ProgressView, require_channel
-from .nvshmem import is_shmem_library, session
-
-
-@dataclass
-class _Bound:
-    pointer: int
-    host: np.ndarray | None = None  # a NumPy array copied to the device and back
-    device: int | None = None  # device buffer owned by this call
-    back: tuple[int, int, int] | None = None  # (destination, symmetric buffer, bytes) copied back after the run
-
-
-@dataclass
-class StepTimes:
-    """Where the last launch's time went, block by block (a kernel built with ``DACE_CPUFREE_STEP_TIMES=1``).
-
-    :ivar labels: the segments, in the order of their marks in the kernel: 0 is the control flow between
-                  steps (loop tests, skipped branches, per-thread scalars); then each grid sync or block
-                  barrier, and each step (map, copy, tasklet, communication) that follows it.
-    :ivar us: ``blocks x segments``: µs that thread 0 of each block spent in each segment, summed over the
-              whole launch (over all time steps). Thread 0's view: a step's time ends when thread 0 is done
-              with it, while its block's other warps may still be at work (the next block barrier or grid sync
-              then waits for them); a step that another thread runs (a wait made by warp 1, say) shows up in
-              the block barrier after it.
-    :ivar elapsed_us: per block, µs from its start to its end (its clock's own ns per cycle converts).
-    :ivar launch: ``(grid, block)`` of that launch; only the first ``CPUFREE_TIMES_BLOCKS`` (4096) blocks are
-                  recorded. The times are those of the last launch of any program loaded from the same built
-                  library.
-    """
-
-    labels: list
-    us: np.ndarray
-    elapsed_us: np.ndarray
-    launch: tuple = (0, 0)
-
-    def table(self, per: int = 1) -> str:
-        """A line per segment that took time: its number, name, and the minimum, mean and maximum over the
-        blocks, in µs divided by ``per`` (e.g. the number of time steps)."""
-        grid, block = self.launch
-        head = f"(us / {per}; {len(self.us)} of {grid} blocks of {block} threads)"
-        lines = [f"{'seg':>3}  {'segment':<48} {'min':>9} {'mean':>9} {'max':>9}  {head}"]
-        for k, label in enumerate(self.labels):
-            col = self.us[:, k] / per
-            if col.max() > 0:
-                lines.append(f"{k:3d}  {label[:48]:<48} {col.min():9.2f} {col.mean():9.2f} {col.max():9.2f}")
-        total = self.elapsed_us / per
-        lines.append(f"{'':3}  {'elapsed':<48} {total.min():9.2f} {total.mean():9.2f} {total.max():9.2f}")
-        return "\n".join(lines)
-
-
-def _device_pointer(value) -> int | None:
-    iface = getattr(value, "__cuda_array_interface__", None)
-    return None if iface is None else int(iface["data"][0])
+from .arguments import Bound, array_value, device_pointer, is_integer, scalar_value
+from .channel import Call, ChannelHost, require_channel
+from .nvshmem import attach_session, is_shmem_library
+from .progress import ProgressView
+from .step_times import StepTimes
 
 
 class PersistentProgram:
@@ -137,7 +88,7 @@ class PersistentProgram:
         self._config_refs = tuple(ctypes.byref(c) for c in self._config)
         self.last_kernel_ms = float("nan")
         self.launch_config = (0, 0)
-        self._shmem = _attach_shmem(self._lib, source) if is_shmem_library(self._lib) else None
+        self._shmem = attach_session(self._lib, source) if is_shmem_library(self._lib) else None
         facts = getattr(source, "channel", None)
         self._channel = (
             ChannelHost(self._lib, facts, sdfg.name, callbacks, source.step_sources) if facts is not None else None
@@ -304,7 +255,7 @@ class PersistentProgram:
         for key, value in kwargs.items():
             if key in values:
                 raise ArgumentError(f"{self.sdfg.name}: argument '{key}' given twice.")
-            if key not in names and key not in self._symbol_names and _is_integer(value):
+            if key not in names and key not in self._symbol_names and is_integer(value):
                 # a size the program does not use (NPBench passes every size of a benchmark): ignored, as
                 # upstream DaCe ignores it, but said, in case it was meant for a parameter
                 warnings.warn(
@@ -336,30 +287,13 @@ class PersistentProgram:
             if arg is None or arg.kind == "symbol":
                 continue
             if arg.kind == "array":
-                values[name] = self._array_value(arg, value)
+                desc = self.sdfg.arrays[name]
+                declared = f"{desc.dtype.to_string()}{list(desc.shape)}"
+                rank = len(self._dims.get(name, ()))
+                values[name] = array_value(self.sdfg.name, arg, value, rank, declared, self._dtypes[name])
             else:
-                values[name] = _scalar_value(self.sdfg.name, arg, value)
+                values[name] = scalar_value(self.sdfg.name, arg, value)
         return values
-
-    def _array_value(self, arg, value):
-        name, want = arg.name, len(self._dims.get(arg.name, ()))
-        if not hasattr(value, "shape") or not hasattr(value, "dtype"):
-            raise ArgumentError(
-                f"{self.sdfg.name}: '{name}' is a {type(value).__name__}, the program expects an array "
-                f"({self.sdfg.arrays[name].dtype.to_string()}{list(self.sdfg.arrays[name].shape)}). "
-                f"Fix: pass np.asarray(...) with dtype {self._dtypes[name]} (or a CuPy array)."
-            )
-        shape = list(value.shape)
-        while len(shape) > want and 1 in shape:  # drop unit dimensions, last first, down to the declared rank
-            del shape[len(shape) - 1 - shape[::-1].index(1)]
-        if len(shape) != len(value.shape) and len(shape) == want:
-            value = value.reshape(shape)
-        if arg.written and getattr(getattr(value, "flags", None), "writeable", True) is False:
-            raise ArgumentError(
-                f"{self.sdfg.name}: '{name}' is read-only, and the program writes it. Fix: pass a writable copy "
-                f"({name}.copy())."
-            )
-        return value
 
     def _infer_symbols(self, values: dict) -> dict:
         symbols = {k: v for k, v in values.items() if k in self._symbol_names}
@@ -396,7 +330,7 @@ class PersistentProgram:
     def _allocate_returns(self, values: dict, symbols: dict) -> list[str]:
         if not self._returns:
             return []
-        like_gpu = any(_device_pointer(v) is not None for v in values.values())
+        like_gpu = any(device_pointer(v) is not None for v in values.values())
         for name, dtype in self._returns:
             shape = self._shape(name, symbols)
             if like_gpu:
@@ -407,7 +341,7 @@ class PersistentProgram:
                 values[name] = np.empty(shape, dtype=dtype)
         return [name for name, _ in self._returns]
 
-    def _bind_array(self, arg, value, symbols) -> _Bound:
+    def _bind_array(self, arg, value, symbols) -> Bound:
         expected = self._shape(arg.name, symbols)
         dtype = self._dtypes[arg.name]
         if tuple(getattr(value, "shape", ())) != expected:
@@ -416,7 +350,7 @@ class PersistentProgram:
             )
         if np.dtype(value.dtype) != dtype:
             raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' has dtype {value.dtype}, expected {dtype}.")
-        ptr = _device_pointer(value)
+        ptr = device_pointer(value)
         if self._shmem is not None and arg.name in self._symmetric:
             return self._bind_symmetric(arg, value, ptr)
         if ptr is not None:
@@ -424,20 +358,20 @@ class PersistentProgram:
                 raise ArgumentError("the host emulation backend takes NumPy arrays, not device arrays.")
             if not value.flags.c_contiguous:
                 raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' must be C-contiguous.")
-            return _Bound(ptr)
+            return Bound(ptr)
         if not isinstance(value, np.ndarray) or not value.flags.c_contiguous:
             raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' must be a C-contiguous NumPy or CuPy array.")
         if self.backend == "emulate":
-            return _Bound(value.ctypes.data)
+            return Bound(value.ctypes.data)
         dev = self._lib.cpufree_malloc(max(value.nbytes, 1))
         if not dev:
             raise LaunchError(
                 f"{self.sdfg.name}: could not allocate {value.nbytes} bytes on the device for '{arg.name}'."
             )
         self._check(self._lib.cpufree_memcpy(ctypes.c_void_p(dev), ctypes.c_void_p(value.ctypes.data), value.nbytes, 1))
-        return _Bound(dev, value, dev)
+        return Bound(dev, value, dev)
 
-    def _bind_symmetric(self, arg, value, ptr: int | None) -> _Bound:
+    def _bind_symmetric(self, arg, value, ptr: int | None) -> Bound:
         """An argument on the symmetric heap: the user's array is copied into the PE's buffer and back."""
         if ptr is None and not (isinstance(value, np.ndarray) and value.flags.c_contiguous):
             raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' must be a C-contiguous NumPy or CuPy array.")
@@ -446,9 +380,9 @@ class PersistentProgram:
         src = ptr if ptr is not None else value.ctypes.data
         buf = self._shmem.buffer(self._lib, arg.name, max(value.nbytes, 1))
         self._shmem.copy(self._lib, buf, src, value.nbytes)
-        return _Bound(buf, back=(src, buf, value.nbytes) if arg.written else None)
+        return Bound(buf, back=(src, buf, value.nbytes) if arg.written else None)
 
-    def _read_back(self, owned: list[_Bound]) -> None:
+    def _read_back(self, owned: list[Bound]) -> None:
         for bound in owned:
             if bound.back is not None:
                 self._shmem.copy(self._lib, *bound.back)
@@ -458,38 +392,3 @@ class PersistentProgram:
                         ctypes.c_void_p(bound.host.ctypes.data), ctypes.c_void_p(bound.device), bound.host.nbytes, 0
                     )
                 )
-
-
-def _scalar_value(program: str, arg, value):
-    """A scalar argument as its ctypes type takes it; integers for integer parameters (a float would be cut)."""
-    dtype = np.dtype(arg.desc.dtype.as_numpy_dtype())
-    kind = "an integer" if dtype.kind in "iub" else "a real number" if dtype.kind == "f" else f"a {dtype} value"
-    if isinstance(value, (bool, int, float, complex, np.generic)):
-        have, item = np.asarray(value).dtype.kind, value.item() if isinstance(value, np.generic) else value
-    elif getattr(value, "shape", None) == () and hasattr(value, "dtype"):  # a 0-d NumPy or CuPy array
-        have, item = np.dtype(value.dtype).kind, value.item()
-    else:
-        have = item = None
-    if have is not None:
-        if dtype.kind in "iub" and have in "iub":
-            return item
-        if dtype.kind in "fc" and have in "iubf" + ("c" if dtype.kind == "c" else ""):
-            return item
-    raise ArgumentError(
-        f"{program}: '{arg.name}' is {value!r} ({type(value).__name__}), the program declares it "
-        f"{arg.desc.dtype.to_string()}: {kind}. Fix: pass {kind}"
-        + (f" (int({arg.name}) if the value is whole)." if dtype.kind in "iub" else ".")
-    )
-
-
-def _attach_shmem(lib, source):
-    """The process's SHMEM session, initialised in this program's library (see :mod:`.nvshmem`)."""
-    from .build import gpu_count
-
-    shmem = session()
-    shmem.attach(lib, gpu_count(), direct_stores=source.direct_stores)
-    return shmem
-
-
-def _is_integer(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)

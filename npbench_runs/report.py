@@ -9,6 +9,9 @@ From the newest row of each (kernel, framework) of the preset in the SQLite file
 * ``DIR/speedup_<preset>_blas.png``, ``..._iterative.png``, ``..._others.png``: speedup bars over the
   baseline per kernel, one plot per category, each ending in the geomean per framework (the
   paper's Fig. 3-5). A speedup needs both the framework and the baseline validated.
+
+Results of one framework alone (e.g. NumPy, or the host emulation) have no speedups: the markdown says so
+and the plots show that framework's median times instead.
 """
 
 from __future__ import annotations
@@ -152,25 +155,7 @@ def markdown(table: Table, preset: str, rows: list[dict]) -> str:
                 cells.append(f"{r['median_ms']:.3f} {mark}" + (" †" if shortened(r) else ""))
         out.append(f"| {k} | {CATEGORIES[category(k)][0]} | " + " | ".join(cells) + " |")
 
-    base = table.baseline
-    out += [
-        "",
-        f"## Speedup over {LABELS.get(base, base)} (`{base}`)",
-        "",
-        "Baseline time / framework time; — where either did not validate.",
-        "",
-        "| kernel | " + " | ".join(LABELS.get(f, f) for f in table.compared) + " |",
-        "|---|" + "---|" * len(table.compared),
-    ]
-    for k in table.kernels:
-        out.append(f"| {k} | " + " | ".join(_speed(table.speedup(k, f)) for f in table.compared) + " |")
-    for key, (label, _) in CATEGORIES.items():
-        ks = table.in_category(key)
-        if ks:
-            out.append(
-                f"| **geomean {label}** | " + " | ".join(_speed(table.geomean(f, ks)) for f in table.compared) + " |"
-            )
-    out.append("| **geomean all** | " + " | ".join(_speed(table.geomean(f)) for f in table.compared) + " |")
+    out += _speedups(table)
 
     built = [f for f in fws if any(table.rows.get((k, f), {}).get("compile_s") is not None for k in table.kernels)]
     if built:
@@ -203,6 +188,37 @@ def markdown(table: Table, preset: str, rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _speedups(table: Table) -> list[str]:
+    """The speedup table; a note instead where the results hold one framework (nothing to compare)."""
+    base = table.baseline
+    if not table.compared:
+        return [
+            "",
+            "## Speedups",
+            "",
+            f"Only {LABELS.get(base, base)} (`{base}`) is in these results: no speedups (the plots show its times).",
+        ]
+    out = [
+        "",
+        f"## Speedup over {LABELS.get(base, base)} (`{base}`)",
+        "",
+        "Baseline time / framework time; — where either did not validate.",
+        "",
+        "| kernel | " + " | ".join(LABELS.get(f, f) for f in table.compared) + " |",
+        "|---|" + "---|" * len(table.compared),
+    ]
+    for k in table.kernels:
+        out.append(f"| {k} | " + " | ".join(_speed(table.speedup(k, f)) for f in table.compared) + " |")
+    for key, (label, _) in CATEGORIES.items():
+        ks = table.in_category(key)
+        if ks:
+            out.append(
+                f"| **geomean {label}** | " + " | ".join(_speed(table.geomean(f, ks)) for f in table.compared) + " |"
+            )
+    out.append("| **geomean all** | " + " | ".join(_speed(table.geomean(f)) for f in table.compared) + " |")
+    return out
+
+
 def _timed_runs(table: Table) -> list[str]:
     """The cells whose repeats the time budget cut short, with the number of timed runs."""
     cut = [
@@ -222,7 +238,7 @@ def _timed_runs(table: Table) -> list[str]:
 
 
 def plot(table: Table, key: str, preset: str, path: Path) -> None:
-    """One category's speedup bars (log scale), the geomean per framework last."""
+    """One category's speedup bars (log scale), the geomean per framework last; one framework alone: its times."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -230,6 +246,12 @@ def plot(table: Table, key: str, preset: str, path: Path) -> None:
 
     label, _ = CATEGORIES[key]
     ks = table.in_category(key)
+    if not table.compared:
+        fig, ax = _time_bars(table, ks, plt)
+        ax.set_title(f"{label} kernels — preset {preset}")
+        fig.savefig(path, dpi=150, bbox_inches="tight")
+        plt.close(fig)
+        return
     groups = ks + ["geomean"]
     fws = table.compared
     width = 0.8 / max(1, len(fws))
@@ -276,6 +298,40 @@ def plot(table: Table, key: str, preset: str, path: Path) -> None:
         ax.text(0.5, 0.5, "no kernels of this category in the results", transform=ax.transAxes, ha="center")
     fig.savefig(path, dpi=150, bbox_inches="tight")
     plt.close(fig)
+
+
+def _time_bars(table: Table, ks: list[str], plt):
+    """The plot of results that hold one framework (no speedups): its median time per kernel (log scale), × where
+    it failed or did not validate."""
+    fw = table.frameworks[0]
+    values = [table.time(k, fw) if table.valid(k, fw) else None for k in ks]
+    valid = [v for v in values if v is not None]
+    low, high = (min(valid) / 3.0, max(valid) * 6.0) if valid else (0.1, 10.0)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(ks) + 2), 4.2))
+    heights = [v - low if v is not None else float("nan") for v in values]
+    ax.bar(range(len(ks)), heights, 0.6, bottom=low, label=LABELS.get(fw, fw), edgecolor="black", linewidth=0.4)
+    for x, v in enumerate(values):
+        text = "×" if v is None else _fmt(v)
+        ax.text(
+            x,
+            low if v is None else v,
+            text,
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color="grey" if v is None else "black",
+        )
+    ax.set_yscale("log")
+    ax.set_ylim(low, high)
+    ax.set_xlim(-1, len(ks))
+    ax.set_xticks(range(len(ks)))
+    ax.set_xticklabels(ks, rotation=30, ha="right")
+    ax.set_ylabel("median time (ms)")
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.08))
+    ax.grid(axis="y", which="major", alpha=0.3)
+    if not ks:
+        ax.text(0.5, 0.5, "no kernels of this category in the results", transform=ax.transAxes, ha="center")
+    return fig, ax
 
 
 def report(

@@ -305,17 +305,19 @@ class BenchmarkFailed(RuntimeError):
 
 def default_frameworks() -> list[str]:
     """The frameworks a run compares when none are named: the GPU ones where there is a GPU; else NumPy and our
-    kernel on the host emulation (with a notice)."""
+    kernel on the host emulation, with a one-line notice naming the GPU frameworks left out."""
     from dace_cpufree.runtime import gpu_count
 
     if gpu_count() > 0:
         return list(fw_mod.DEFAULT_FRAMEWORKS)
+    here = ["numpy", "dace_cpufree_emulate"]
+    left_out = [f for f in fw_mod.DEFAULT_FRAMEWORKS if f not in here]
     print(
-        "no GPU here: comparing numpy and dace_cpufree_emulate (the generated kernel on the host); name "
-        "--frameworks to choose others",
+        f"no GPU here (no CUDA device visible): leaving out {' '.join(left_out)}, which need one; comparing "
+        f"{' and '.join(here)} (the generated kernel on the host); name --frameworks to choose others",
         flush=True,
     )
-    return ["numpy", "dace_cpufree_emulate"]
+    return here
 
 
 def summary_line(row: dict) -> str:

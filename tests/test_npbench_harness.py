@@ -294,10 +294,39 @@ def test_a_run_in_which_every_framework_failed_exits_non_zero(tmp_path, cache, c
     assert _rows(db)[0]["error"]
 
 
-def test_without_a_gpu_the_default_frameworks_run_here(capsys):
-    from dace_cpufree.runtime import gpu_count
-
-    if gpu_count() > 0:
-        pytest.skip("a GPU is present: the GPU frameworks are the default")
+def test_without_a_gpu_the_default_frameworks_run_here(capsys, monkeypatch):
+    """No GPU: NumPy and the host emulation, and one line naming the GPU frameworks left out and why."""
+    monkeypatch.setattr("dace_cpufree.runtime.gpu_count", lambda: 0)
     assert runner.default_frameworks() == ["numpy", "dace_cpufree_emulate"]
-    assert "no GPU here" in capsys.readouterr().out
+    notice = capsys.readouterr().out
+    assert notice.count("\n") == 1 and notice.startswith("no GPU here (no CUDA device visible)")
+    left_out = notice.split("leaving out ")[1].split(",")[0].split()
+    assert left_out == [f for f in frameworks.DEFAULT_FRAMEWORKS if f not in ("numpy", "dace_cpufree_emulate")]
+
+
+def test_with_a_gpu_the_default_frameworks_are_the_gpu_ones(capsys, monkeypatch):
+    monkeypatch.setattr("dace_cpufree.runtime.gpu_count", lambda: 1)
+    assert runner.default_frameworks() == frameworks.DEFAULT_FRAMEWORKS
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.filterwarnings("error:No artists with labels:UserWarning")
+def test_report_of_one_framework(tmp_path):
+    """Results of one framework have nothing to compare: the markdown says so (no empty speedup table) and the
+    plots show its times."""
+    pytest.importorskip("matplotlib")
+    db, out = tmp_path / "one.db", tmp_path / "report"
+    conn = results.connect(db)
+    for kernel, ms in (("gemm", 1.5), ("jacobi_2d", 0.2), ("softmax", None)):
+        row = {"run_id": "r1", "timestamp": "2026-01-01T00:00:00", "kernel": kernel, "preset": "S", "gpu": "cpu"}
+        row.update(framework="dace_cpufree_emulate", median_ms=ms, min_ms=ms, validated=ms is not None)
+        results.insert(conn, {**row, "error": "" if ms is not None else "LaunchError: boom"})
+    conn.close()
+    assert main(["report", "--db", str(db), "--preset", "S", "--out", str(out)]) == 0
+    md = (out / "report_S.md").read_text()
+    assert "| gemm | BLAS-heavy | 1.500 ✓ |" in md and "| softmax | Others | ⚠ |" in md
+    assert "Only CPU-free emulate (`dace_cpufree_emulate`) is in these results: no speedups" in md
+    assert "Speedup over" not in md and "|  |" not in md
+    for key in ("blas", "iterative", "others"):
+        png = out / f"speedup_S_{key}.png"
+        assert png.read_bytes()[:8] == PNG and png.stat().st_size > 1000

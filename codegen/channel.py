@@ -73,7 +73,7 @@ class ChannelFacts:
     """The channel of a generated kernel, for the runtime.
 
     :ivar ring: notification records in the ring.
-    :ivar index: word index of each header word (``"CANCEL"``, ``"DONE"``, ...).
+    :ivar index: word index of each header word (``"DONE"``, ``"TOTAL"``, ...).
     :ivar header: words before the ring; :ivar record: words per record.
     :ivar sites: what each cancel point is (its number is the index), e.g. ``"grid sync before map_x"``.
     :ivar tags: notification tag number -> name, for tags given as strings in the program.

@@ -103,7 +103,7 @@ class ChannelHost:
 
 
 class Call:
-    """One call of a program with the channel: the poller, the cancel word, Ctrl-C and the timeout.
+    """One call of a program with the channel: the poller, the stop request, Ctrl-C and the timeout.
 
     :param cancel_event: set by :meth:`PersistentProgram.cancel` from any thread.
     """
@@ -115,7 +115,7 @@ class Call:
         self.on_notify = list(notify_callbacks)
         self.timeout = timeout
         self.cancel_event = cancel
-        self.reason = None  # "interrupt", "cancel()" or "timeout" once the cancel word is set
+        self.reason = None  # "interrupt", "cancel()" or "timeout" once the stop was asked
         self.interrupted = False
         self.errors = []  # exceptions raised by callbacks, re-raised after the call
         self._stop = threading.Event()

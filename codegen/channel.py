@@ -189,26 +189,28 @@ def sync_lines(channel: ChannelFacts | None, label: str) -> tuple[list[str], lis
     return [f"CPUFREE_CHANNEL_BEFORE_SYNC({site})"], ["CPUFREE_CHANNEL_AFTER_SYNC()"]
 
 
-def loop_head(channel: ChannelFacts, label: str, total: str | None, progress: bool) -> ir.Item:
-    """The first item of a loop's body: a cancel point, and with ``progress`` the iteration reported."""
+def loop_head(channel: ChannelFacts, label: str, progress: bool) -> ir.Item:
+    """The first item of a loop's body: a cancel point, and with ``progress`` the iteration counted (the total is
+    the leader's since ``loop_begin``)."""
     site = channel.site(f"head of loop {label}")
     code = [f"CPUFREE_CHANNEL_POINT({site})"]
     if progress:
-        code.append(f"if (__tid == 0) cpufree::channel::loop_tick({total or 0}, __cpufree_leader);")
+        code.append("if (__tid == 0) cpufree::channel::loop_tick(__cpufree_leader);")
     return ir.Item(f"cancel point {label}", code, executor=EVERY)
 
 
 def loop_bracket(label: str, total: str | None) -> tuple[ir.Item, ir.Item]:
     """Items before and after a loop that reports progress: iteration 0 of ``total``, and the last."""
     total = total or "0"
-    return tuple(
-        ir.Item(
-            f"progress {at} {label}",
-            [f"if (__tid == 0) cpufree::channel::{call}({total}, __cpufree_leader);"],
-            executor=EVERY,
-        )
-        for at, call in (("before", "loop_begin"), ("after", "loop_end"))
+    begin = ir.Item(
+        f"progress before {label}",
+        [f"if (__tid == 0) cpufree::channel::loop_begin({total}, __cpufree_leader);"],
+        executor=EVERY,
     )
+    end = ir.Item(
+        f"progress after {label}", ["if (__tid == 0) cpufree::channel::loop_end(__cpufree_leader);"], executor=EVERY
+    )
+    return begin, end
 
 
 CHANNEL_HOST = """

@@ -133,7 +133,7 @@ def _channel_loop(ctx: KernelContext, loop: LoopRegion, channel: Channel) -> ir.
         lowered = _lower_loop(ctx, loop, channel)
     finally:
         channel.depth -= 1
-    lowered.body.children.insert(0, chan.loop_head(channel.facts, loop.label, total, progress))
+    lowered.body.children.insert(0, chan.loop_head(channel.facts, loop.label, progress))
     if not progress:
         return lowered
     begin, end = chan.loop_bracket(loop.label, total)

@@ -139,7 +139,7 @@ class Call:
         facts = host.facts
         if facts.calls:  # every earlier request counts as answered (one the last launch gave up on, too)
             self._answered = self._first_request = host.call_word("REQ")
-            host.words[facts.call_index["RESP"]] = self._answered
+            host.words[host.call_at["RESP"]] = self._answered
         if facts.debug_waits is not None:
             host.words[facts.hang_index["SITE"]] = 0
             if host._lib.cpufree_debug_reset() != 0:
@@ -218,12 +218,10 @@ class Call:
         host = self.host
         ints, at = host.ints, host.call_at
         call, function, read, write = host.servers[ints[at["ID"]]]
-        status = 0
         if self.reason is not None:  # a stop was asked: the kernel makes no more calls after this answer
-            ints[at["STATUS"]] = 2
-            ints[at["RESP"]] = request
-            self._answered = request
+            self._answer(request, 2)
             return
+        status = 0
         try:
             args = read()
             begun = time.perf_counter()
@@ -245,8 +243,13 @@ class Call:
             if not self.call_errors:
                 self.call_errors.append(error)
             self._cancel("a failed host callback")
+        self._answer(request, status)
+
+    def _answer(self, request: int, status: int) -> None:
+        """Writes the status, then the request's number (after the results: x86 keeps stores in order)."""
+        ints, at = self.host.ints, self.host.call_at
         ints[at["STATUS"]] = status
-        ints[at["RESP"]] = request  # the answer's words before its number (x86 keeps stores in order)
+        ints[at["RESP"]] = request
         self._answered = request
 
     # ---- the poller thread ------------------------------------------------------------------------------------

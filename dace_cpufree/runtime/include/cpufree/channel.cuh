@@ -215,11 +215,11 @@ __device__ inline void loop_begin(long long total, Leader &l) {
     l.total = total;
     progress(0, total);
 }
-__device__ inline void loop_tick(long long total, Leader &l) {
-    if (++l.ticks % CPUFREE_CHANNEL_PROGRESS_EVERY == 0) progress(l.ticks - 1, total);
+__device__ inline void loop_tick(Leader &l) {
+    if (++l.ticks % CPUFREE_CHANNEL_PROGRESS_EVERY == 0) progress(l.ticks - 1, l.total);
 }
-__device__ inline void loop_end(long long total, Leader &l) {
-    progress(l.ticks, total);
+__device__ inline void loop_end(Leader &l) {
+    progress(l.ticks, l.total);
     l.total = -1;
 }
 
@@ -565,11 +565,14 @@ inline unsigned long long dropped() {
         cpufree::channel::stopped(__tid, site, __cpufree_syncs);                \
         return;                                                                 \
     }
+// Before the grid sync of a look: the leader publishes its decision.
+#define CPUFREE_CHANNEL_PUBLISH()                                 \
+    if (__tid == 0 && __cpufree_syncs + 1u == __cpufree_look) \
+        cpufree::channel::publish(__cpufree_looks, __cpufree_leader);
 #if defined(CPUFREE_CHANNEL_HANG_SITE)
 #define CPUFREE_CHANNEL_BEFORE_SYNC(site) \
     CPUFREE_CHANNEL_POINT(site)           \
-    if (__tid == 0 && __cpufree_syncs + 1u == __cpufree_look)                             \
-        cpufree::channel::publish(__cpufree_looks, __cpufree_leader); \
+    CPUFREE_CHANNEL_PUBLISH()             \
     __grid.where = site;
 #define CPUFREE_CHANNEL_AFTER_SYNC()                                                  \
     CPUFREE_CHANNEL_TAKE_LOOK()                                                       \
@@ -580,7 +583,6 @@ inline unsigned long long dropped() {
 #else
 #define CPUFREE_CHANNEL_BEFORE_SYNC(site) \
     CPUFREE_CHANNEL_POINT(site)           \
-    if (__tid == 0 && __cpufree_syncs + 1u == __cpufree_look)                             \
-        cpufree::channel::publish(__cpufree_looks, __cpufree_leader);
+    CPUFREE_CHANNEL_PUBLISH()
 #define CPUFREE_CHANNEL_AFTER_SYNC() CPUFREE_CHANNEL_TAKE_LOOK()
 #endif

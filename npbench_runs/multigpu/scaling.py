@@ -98,11 +98,8 @@ def parse_size(item: str) -> tuple[str, int | tuple[int, int]]:
 TIMED_OUT = (124, 137)
 
 
-def mpirun_job(gpus: int, run_args: list[str], timeout: int) -> tuple[subprocess.CompletedProcess, dict | None]:
-    """``mpirun -np <gpus> python -m npbench_runs.multigpu.run <run_args> --json`` under ``timeout -k 15``
-    (a single process without mpirun inside an MPI job); the process and rank 0's report. SIGTERM first:
-    mpirun then ends its ranks, and a hung kernel's GPU is freed for the next job (a SIGKILLed mpirun can leave
-    them running on it); SIGKILL if it has not ended 15 s later."""
+def mpirun_command(gpus: int, run_args: list[str], timeout: int, module: str = "npbench_runs.multigpu.run") -> tuple:
+    """``(command, environment)`` of :func:`mpirun_job`."""
     env = dict(os.environ, NVSHMEM_DISABLE_NVLS="1", NCCL_NVLS_ENABLE="0")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     cmd = ["timeout", "-k", "15", str(timeout)]
@@ -110,7 +107,19 @@ def mpirun_job(gpus: int, run_args: list[str], timeout: int) -> tuple[subprocess
         cmd += ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(gpus), "-x", "NVSHMEM_DISABLE_NVLS=1"]
         for var in ["PYTHONPATH"] + sorted(v for v in env if v.startswith("DACE_CPUFREE_")):
             cmd += ["-x", var] if var in env else []  # the build settings too: each rank finds the same build
-    cmd += [sys.executable, "-m", "npbench_runs.multigpu.run", *run_args, "--json"]
+    cmd += [sys.executable, "-m", module, *run_args, "--json"]
+    return cmd, env
+
+
+def mpirun_job(
+    gpus: int, run_args: list[str], timeout: int, module: str = "npbench_runs.multigpu.run"
+) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """``mpirun -np <gpus> python -m <module> <run_args> --json`` under ``timeout -k 15`` (a single process
+    without mpirun inside an MPI job); the process and rank 0's report (its last JSON line). ``module``: the
+    job's program, :mod:`.run` by default. SIGTERM first: mpirun then ends its ranks, and a hung kernel's GPU
+    is freed for the next job (a SIGKILLed mpirun can leave them running on it); SIGKILL if it has not ended
+    15 s later."""
+    cmd, env = mpirun_command(gpus, run_args, timeout, module)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     return proc, (json.loads(lines[-1]) if lines else None)

@@ -159,8 +159,8 @@ def run(
 
 def _gather_tiles(comm, rank: int, size: int, a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Every PE's result tiles at rank 0 (other ranks: none), one PE at a time into buffers of their own. Buffer
-    sends, not a pickled ``gather``: a pickled message of all tiles failed at 4 x 920 MB (MPI_ERR_ARG, session
-    12), and the tiles must reach rank 0 at any size that fits in its memory."""
+    sends, not a pickled ``gather``: a pickled message of all tiles failed at 4 x 920 MB (MPI_ERR_ARG), and the
+    tiles must reach rank 0 at any size that fits in its memory."""
     if comm is None or size == 1:
         return [(a, b)]
     shapes = comm.gather((a.shape, b.shape, a.dtype.str), root=0)

@@ -1,20 +1,34 @@
-"""``python -m npbench_runs {run,report,list}``: NPBench-style benchmark of the kernels in npbench_runs/kernels.
+"""``python -m npbench_runs {run,report,merge,list,foreign}``: NPBench-style benchmark of the kernels in
+npbench_runs/kernels (``foreign``: of NPBench's own programs, from a checkout).
 
 python -m npbench_runs run --preset S [--kernels K ...] [--frameworks F ...] [--repeat N] [--db FILE] [--jobs J]
-                           [--budget SECONDS] [--timeout SECONDS] [--skip-done] [--stop-after SECONDS]
-python -m npbench_runs report --db FILE --preset S --out DIR
+                           [--cache DIR] [--budget SECONDS] [--timeout SECONDS] [--skip-done] [--stop-after SECONDS]
+python -m npbench_runs report [--db FILE] --preset S --out DIR
 python -m npbench_runs merge --db FILE SHARD.db ...
 python -m npbench_runs list
 python -m npbench_runs foreign --npbench DIR [--preset S] [--backend emulate|cuda] [--benchmarks B ...] [--json OUT]
+
+The results database is ``results.db`` in the harness's folder (``--cache``, ``$NPBENCH_RUNS_CACHE`` or
+``~/.cache/npbench_runs``, outside the repository) unless ``--db`` names one.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from npbench_runs.results import DEFAULT_DB
+from npbench_runs import results
+
+DESCRIPTION = (
+    "NPBench-style benchmark of the kernels in npbench_runs/kernels (run, report, merge, list); foreign: "
+    "NPBench's own DaCe programs from an NPBench checkout"
+)
+
+RUN_EPILOG = """\
+exit status: 0 when at least one (kernel, framework) validated (the failures of the others are stored in the
+database), when nothing was left to run (--skip-done, --stop-after) and with --compile-only; 1 when frameworks
+ran and none validated on any kernel (one line on stderr says why) or a kernel, framework or preset is unknown;
+2 on a usage error."""
 
 
 def main(argv=None) -> int:
@@ -25,19 +39,27 @@ def main(argv=None) -> int:
         return foreign(argv[1:])
     from npbench_runs import frameworks
 
-    parser = argparse.ArgumentParser(prog="python -m npbench_runs", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m npbench_runs", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
+    default_db = f"results.db in the harness's folder, here {results.default_db()}"
 
-    r = sub.add_parser("run", help="compile (in parallel), validate and time; append results to the SQLite file")
+    r = sub.add_parser(
+        "run",
+        help="compile (in parallel), validate and time; append results to the SQLite file",
+        epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     r.add_argument("--preset", default="S", help="S, M, L, paper (NPBench's sizes) or test/small (tiny)")
-    r.add_argument("--kernels", nargs="+", help="default: all kernels")
+    r.add_argument("--kernels", nargs="+", help="default: all kernels (list shows them)")
     r.add_argument(
         "--frameworks",
         nargs="+",
-        help=f"default: {' '.join(frameworks.DEFAULT_FRAMEWORKS)}; all: {' '.join(frameworks.FRAMEWORKS)}",
+        help=f"default: {' '.join(frameworks.DEFAULT_FRAMEWORKS)} where a CUDA device is visible, else "
+        f"{' '.join(frameworks.HOST_FRAMEWORKS)} (list says which applies here); "
+        f"all: {' '.join(frameworks.FRAMEWORKS)}",
     )
     r.add_argument("--repeat", type=int, default=10, help="timed runs after the validated first run (default 10)")
-    r.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file, appended to (default {DEFAULT_DB})")
+    r.add_argument("--db", help=f"SQLite file, appended to (default: {default_db}; with --cache DIR: DIR/results.db)")
     r.add_argument(
         "--jobs",
         type=int,
@@ -45,7 +67,10 @@ def main(argv=None) -> int:
         help="processes of the build phase (default min(16, cores)); 0 or 1: build inline while timing",
     )
     r.add_argument(
-        "--cache", help="cache of builds and references (default $NPBENCH_RUNS_CACHE or ~/.cache/npbench_runs)"
+        "--cache",
+        metavar="DIR",
+        help="the harness's folder: builds, references, logs and the default --db "
+        "(default $NPBENCH_RUNS_CACHE or ~/.cache/npbench_runs)",
     )
     r.add_argument(
         "--timeout",
@@ -67,12 +92,18 @@ def main(argv=None) -> int:
     )
     r.add_argument("--no-isolate", action="store_true", help="time in this process (no crash/timeout protection)")
     r.add_argument("--compile-only", action="store_true", help="run the build phase only")
-    r.add_argument("--progress", choices=("auto", "rich", "tqdm", "plain"), default="auto")
+    r.add_argument(
+        "--progress",
+        choices=("auto", "rich", "tqdm", "plain"),
+        default="auto",
+        help="progress display (auto: rich, else tqdm, else plain lines)",
+    )
 
     p = sub.add_parser("report", help="markdown table and speedup plots from the SQLite file")
-    p.add_argument("--db", default=DEFAULT_DB)
-    p.add_argument("--preset", default="S")
-    p.add_argument("--out", default="npbench_report")
+    p.add_argument("--db", help=f"SQLite file (default: {default_db}; with --cache DIR: DIR/results.db)")
+    p.add_argument("--cache", metavar="DIR", help="the folder a run used with --cache: its results.db is read")
+    p.add_argument("--preset", default="S", help="the rows of this preset (default S)")
+    p.add_argument("--out", default="npbench_report", help="folder of the markdown and PNGs (default npbench_report)")
     p.add_argument("--gpu", help="only rows of this GPU name")
     p.add_argument("--run-id", help="only rows of this run")
     p.add_argument("--baseline", help="framework the speedups are over (default dace_pure)")
@@ -82,9 +113,23 @@ def main(argv=None) -> int:
     m.add_argument("--db", required=True)
     m.add_argument("sources", nargs="+")
 
-    sub.add_parser("list", help="kernels and frameworks")
+    sub.add_parser("list", help="kernels, the frameworks run would compare here, and the folders it uses")
+    sub.add_parser(  # parsed by npbench_runs/foreign.py (above); here for the help text
+        "foreign",
+        help="NPBench's own DaCe programs through dace-cpufree: needs an NPBench checkout (--npbench DIR); "
+        "python -m npbench_runs foreign --help",
+        add_help=False,
+    )
 
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        hint = ""
+        if args.command == "run" and "--benchmarks" in extra:
+            hint = (
+                "; run names its kernels with --kernels (python -m npbench_runs list shows them), NPBench's own "
+                "programs run from a checkout with: python -m npbench_runs foreign --npbench DIR --benchmarks ..."
+            )
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     if args.command == "run":
         from npbench_runs.run import BenchmarkFailed, run
 
@@ -113,7 +158,7 @@ def main(argv=None) -> int:
         from npbench_runs.report import report
 
         written = report(
-            args.db,
+            args.db or results.default_db(args.cache),
             args.preset,
             args.out,
             gpu=args.gpu,
@@ -132,11 +177,14 @@ def main(argv=None) -> int:
         return 0
     from npbench_runs.kernels import KERNELS
     from npbench_runs.report import category
+    from npbench_runs.run import default_frameworks
 
     for name, module in KERNELS.items():
         print(f"{name:16s} {category(name):10s} presets: {' '.join(module.PRESETS)}")
-    print("frameworks:", " ".join(frameworks.FRAMEWORKS), f"(default: {' '.join(frameworks.DEFAULT_FRAMEWORKS)})")
-    print("cache:", os.environ.get("NPBENCH_RUNS_CACHE") or "~/.cache/npbench_runs")
+    here = default_frameworks()  # what run compares when --frameworks is not given (with its notice without a GPU)
+    print("frameworks:", " ".join(frameworks.FRAMEWORKS), f"(default here: {' '.join(here)})")
+    print("cache:", results.cache_dir())
+    print("results:", results.default_db())
     return 0
 
 

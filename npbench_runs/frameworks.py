@@ -35,17 +35,18 @@ import copy
 import hashlib
 import inspect
 import json
-import os
 import time
 from pathlib import Path
 
 import dace
 import numpy as np
 
+from npbench_runs.results import cache_dir
+
 
 def cache_root() -> Path:
-    """The harness's cache (references, upstream DaCe builds, build records): ``$NPBENCH_RUNS_CACHE``."""
-    root = Path(os.environ.get("NPBENCH_RUNS_CACHE") or Path.home() / ".cache" / "npbench_runs")
+    """The harness's cache (references, upstream DaCe builds, build records), created: :func:`results.cache_dir`."""
+    root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     return root
 
@@ -338,6 +339,8 @@ FRAMEWORKS = {
 
 #: What ``python -m npbench_runs run`` compares when ``--frameworks`` is not given.
 DEFAULT_FRAMEWORKS = ["cupy", "dace_pure", "dace_cublas", "dace_cpufree", "dace_cpufree_plain"]
+#: What it compares instead on a machine without a GPU: NumPy and our kernel on the host emulation.
+HOST_FRAMEWORKS = ["numpy", "dace_cpufree_emulate"]
 #: The baseline of every speedup in the report (the paper's "DaCe-Pure").
 BASELINE = "dace_pure"
 

@@ -344,6 +344,11 @@ def report(
     plots: bool = True,
 ) -> dict:
     """Writes the markdown table and (``plots``) the three PNGs; returns their paths."""
+    if not Path(db).is_file():  # connect would create an empty one
+        raise SystemExit(
+            f"no results database at {db}: write one with python -m npbench_runs run (the same --cache), "
+            "or name one with --db"
+        )
     conn = results.connect(db)
     rows = results.latest(conn, preset, gpu=gpu, run_id=run_id)
     conn.close()

@@ -10,10 +10,23 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-#: the results database when none is named: beside the build cache, outside the repository
-DEFAULT_DB = os.path.join(
-    os.environ.get("NPBENCH_RUNS_CACHE") or os.path.expanduser("~/.cache/npbench_runs"), "results.db"
-)
+#: The environment variable naming the harness's folder (``run --cache DIR`` sets it for the run).
+CACHE_ENV = "NPBENCH_RUNS_CACHE"
+
+
+def cache_dir() -> Path:
+    """The harness's folder, outside the repository: ``$NPBENCH_RUNS_CACHE``, else ``~/.cache/npbench_runs``.
+
+    Builds, references and logs live there, and the results database when none is named (:func:`default_db`).
+    Read at each call: ``run --cache DIR`` moves all of them.
+    """
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "npbench_runs")
+
+
+def default_db(cache: str | Path | None = None) -> Path:
+    """The results database when ``--db`` is not given: ``results.db`` in ``cache``, else in :func:`cache_dir`."""
+    return (Path(cache).expanduser() if cache else cache_dir()) / "results.db"
+
 
 REPO = Path(__file__).resolve().parent.parent
 

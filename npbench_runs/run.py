@@ -159,7 +159,10 @@ def build_phase(kernel_names, framework_names, preset, jobs, ui_kind, log_dir: P
 def _check_names(ks: dict, kernel_names: list[str], framework_names: list[str], preset: str) -> None:
     for k in kernel_names:
         if k not in ks:
-            raise SystemExit(f"unknown kernel {k!r}; known: {' '.join(sorted(ks))}")
+            raise SystemExit(
+                f"unknown kernel {k!r}; known: {' '.join(sorted(ks))} (NPBench's own programs, from a checkout, "
+                "run with: python -m npbench_runs foreign --npbench DIR)"
+            )
     for name in framework_names:
         if name not in fw_mod.FRAMEWORKS:
             raise SystemExit(f"unknown framework {name!r}; known: {' '.join(sorted(fw_mod.FRAMEWORKS))}")
@@ -197,7 +200,7 @@ def run(
     kernel_names: list[str] | None = None,
     framework_names: list[str] | None = None,
     repeat: int = 10,
-    db: str | Path = results.DEFAULT_DB,
+    db: str | Path | None = None,
     jobs: int | None = None,
     cache: str | Path | None = None,
     timeout: float = 900.0,
@@ -210,6 +213,8 @@ def run(
 ) -> str:
     """Runs the benchmark; returns the run id of the rows it appended to ``db``.
 
+    :param db: the results database (None: :func:`results.default_db`, in ``cache`` when that is given).
+    :param cache: the harness's folder for this run and what it starts (None: :func:`results.cache_dir`).
     :param budget: seconds of runs per (kernel, framework) after which the repeats stop (None: all
                    ``repeat`` runs); see :mod:`npbench_runs.worker` for the exact rule.
     :param skip_done: leave out the (kernel, framework) pairs that already have a row of ``preset`` in
@@ -219,11 +224,12 @@ def run(
     """
     t0 = time.perf_counter()
     if cache is not None:
-        os.environ["NPBENCH_RUNS_CACHE"] = str(Path(cache).resolve())
+        os.environ[results.CACHE_ENV] = str(Path(cache).expanduser().resolve())
+    db = results.default_db() if db is None else db
     ks = kernels()
     kernel_names = list(kernel_names or ks)
+    _check_names(ks, kernel_names, list(framework_names or []), preset)  # before the no-GPU notice of the defaults
     framework_names = list(framework_names or default_frameworks())
-    _check_names(ks, kernel_names, framework_names, preset)
     todo = {k: framework_names for k in kernel_names}
     if not compile_only:
         todo = _to_do(db, preset, kernel_names, framework_names, skip_done)
@@ -244,9 +250,16 @@ def run(
     t1 = time.perf_counter()
     settings = {"preset": preset, "repeat": repeat, "budget": budget, "timeout": timeout, "isolate": isolate}
     deadline = None if stop_after is None else t0 + stop_after
-    left, (attempted, measured) = timing_phase(todo, builds, settings, common, db, log_dir, ui_kind, deadline)
+    left, (attempted, measured, validated) = timing_phase(
+        todo, builds, settings, common, db, log_dir, ui_kind, deadline
+    )
     if attempted and not measured:
         raise BenchmarkFailed(f"every framework failed on every kernel (run {run_id}); the errors are in {db}")
+    if attempted and not validated:
+        raise BenchmarkFailed(
+            f"nothing validated: {measured} of {attempted} (kernel, framework) pairs ran, none matched NumPy's "
+            f"outputs (run {run_id}); the errors are in {db}"
+        )
     print(
         f"timing phase: {time.perf_counter() - t1:.1f} s; total {time.perf_counter() - t0:.1f} s. "
         f"Results appended to {db} (run {run_id}). Report: python -m npbench_runs report --db {db} "
@@ -260,11 +273,11 @@ def run(
 
 def timing_phase(todo: dict, builds: dict, settings: dict, common: dict, db, log_dir: Path, ui_kind, deadline):
     """Phase 2: each kernel of ``todo`` in turn; rows go to ``db`` as they come. Returns the kernels not started and
-    ``(pairs tried, pairs measured)`` of (kernel, framework)."""
+    ``(pairs tried, pairs measured, pairs validated)`` of (kernel, framework)."""
     ks = kernels()
     conn = results.connect(db)
     ui = progress(sum(len(fs) for fs in todo.values()), f"timing ({settings['preset']})", ui_kind)
-    left, counts = [], [0, 0]
+    left, counts = [], [0, 0, 0]
     for k, names in todo.items():
         if deadline is not None and time.perf_counter() >= deadline:
             left.append(k)
@@ -282,6 +295,7 @@ def timing_phase(todo: dict, builds: dict, settings: dict, common: dict, db, log
             results.insert(conn, row)
             counts[0] += 1
             counts[1] += row.get("median_ms") is not None
+            counts[2] += bool(row.get("validated"))
             ui.advance(summary_line(row))
 
         spec = {key: settings[key] for key in ("preset", "repeat", "budget")}
@@ -300,7 +314,7 @@ def timing_phase(todo: dict, builds: dict, settings: dict, common: dict, db, log
 
 
 class BenchmarkFailed(RuntimeError):
-    """No framework produced a measurement."""
+    """Frameworks ran and none validated on any kernel (each failed, or its outputs differed from NumPy's)."""
 
 
 def default_frameworks() -> list[str]:
@@ -310,7 +324,7 @@ def default_frameworks() -> list[str]:
 
     if gpu_count() > 0:
         return list(fw_mod.DEFAULT_FRAMEWORKS)
-    here = ["numpy", "dace_cpufree_emulate"]
+    here = list(fw_mod.HOST_FRAMEWORKS)
     left_out = [f for f in fw_mod.DEFAULT_FRAMEWORKS if f not in here]
     print(
         f"no GPU here (no CUDA device visible): leaving out {' '.join(left_out)}, which need one; comparing "

@@ -330,3 +330,94 @@ def test_report_of_one_framework(tmp_path):
     for key in ("blas", "iterative", "others"):
         png = out / f"speedup_S_{key}.png"
         assert png.read_bytes()[:8] == PNG and png.stat().st_size > 1000
+
+
+def test_cache_moves_the_default_database_and_db_names_another(tmp_path, cache, capsys):
+    """``run --cache DIR`` writes its results to DIR/results.db (not to the default folder's); ``--db`` wins;
+    ``report --cache DIR`` reads what the run wrote."""
+    moved = tmp_path / "moved"
+    args = ["run", "--preset", "test", "--kernels", "jacobi_1d", "--frameworks", "numpy", "--jobs", "0"]
+    assert main([*args, "--no-isolate", "--cache", str(moved)]) == 0
+    assert len(_rows(moved / "results.db")) == 1
+    assert not (cache / "results.db").exists()
+    assert f"Results appended to {moved / 'results.db'}" in capsys.readouterr().out
+    named = tmp_path / "named" / "r.db"
+    assert main([*args, "--no-isolate", "--cache", str(moved), "--db", str(named)]) == 0
+    assert len(_rows(named)) == 1 and len(_rows(moved / "results.db")) == 1
+    out = tmp_path / "report"
+    assert main(["report", "--cache", str(moved), "--preset", "test", "--out", str(out), "--no-plots"]) == 0
+    assert "| jacobi_1d |" in (out / "report_test.md").read_text()
+
+
+def test_one_place_computes_the_default_folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("NPBENCH_RUNS_CACHE", str(tmp_path / "c"))
+    assert results.cache_dir() == tmp_path / "c" and results.default_db() == tmp_path / "c" / "results.db"
+    assert frameworks.cache_root() == results.cache_dir() and results.cache_dir().is_dir()
+    assert results.default_db(tmp_path / "d") == tmp_path / "d" / "results.db"
+    monkeypatch.delenv("NPBENCH_RUNS_CACHE")
+    assert results.cache_dir() == results.Path.home() / ".cache" / "npbench_runs"
+    assert results.cache_dir().resolve() != results.REPO and results.REPO not in results.default_db().parents
+
+
+def test_report_without_a_database_names_it_and_creates_none(tmp_path, cache):
+    with pytest.raises(SystemExit, match="no results database at .*missing.db.*npbench_runs run"):
+        main(["report", "--db", str(tmp_path / "missing.db"), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_list_prints_what_run_would_use_here(capsys, cache, monkeypatch):
+    """No GPU: the defaults printed are NumPy and the emulation, with run's notice naming those left out."""
+    monkeypatch.setattr("dace_cpufree.runtime.gpu_count", lambda: 0)
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "no GPU here (no CUDA device visible): leaving out cupy dace_pure" in out
+    assert "(default here: numpy dace_cpufree_emulate)" in out
+    assert f"cache: {cache}\n" in out and f"results: {cache / 'results.db'}\n" in out
+    monkeypatch.setattr("dace_cpufree.runtime.gpu_count", lambda: 1)
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "no GPU here" not in out and f"(default here: {' '.join(frameworks.DEFAULT_FRAMEWORKS)})" in out
+
+
+def test_a_run_in_which_nothing_validated_exits_non_zero(tmp_path, cache, capsys, monkeypatch):
+    """Outputs that differ from NumPy's are no success: exit 1, one line on stderr. One validated pair is: exit 0."""
+    monkeypatch.setitem(frameworks.FRAMEWORKS, "wrong", _Wrong)
+    db = tmp_path / "wrong.db"
+    args = ["run", "--preset", "test", "--kernels", "jacobi_1d", "atax", "--db", str(db), "--jobs", "0", "--no-isolate"]
+    assert main([*args, "--frameworks", "wrong"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing validated: 2 of 2 (kernel, framework) pairs ran" in err
+    assert [r["validated"] for r in _rows(db)] == [0, 0]
+    assert main([*args, "--frameworks", "wrong", "numpy"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_unknown_options_name_the_fix(capsys):
+    """NPBench's --benchmarks on run: the error says run's option and the command for NPBench's own programs."""
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--benchmarks", "jacobi_2d", "--preset", "S"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "python -m npbench_runs run: error: unrecognized arguments: --benchmarks jacobi_2d" in err
+    assert "--kernels" in err and "foreign --npbench DIR" in err
+    with pytest.raises(SystemExit, match="unknown kernel 'nope'.*foreign --npbench DIR"):
+        main(["run", "--kernels", "nope", "--frameworks", "numpy"])
+
+
+def test_help_tells_the_defaults_and_the_exit_status(capsys, cache):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"here{cache / 'results.db'};with--cacheDIR:DIR/results.db" in text.replace(" ", "")  # wrapped at "-"
+    assert f"else {' '.join(frameworks.HOST_FRAMEWORKS)}" in text
+    assert "exit status: 0 when at least one (kernel, framework) validated" in text
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "foreign" in capsys.readouterr().out
+
+
+def test_the_docs_examples_write_no_database_into_the_repository():
+    docs = [results.REPO / "README.md", *sorted((results.REPO / "docs").glob("*.md"))]
+    for path in docs:
+        for db in re.findall(r"--db\s+([^\s`]+)", path.read_text()):
+            assert db.startswith(("~", "/", "$", "FILE")), (path.name, db)

@@ -112,6 +112,7 @@ VALIDATE = [
     "cavity_flow",
     "cholesky",
     "compute",
+    "contour_integral",
     "conv2d_bias",
     "covariance",
     "crc16",

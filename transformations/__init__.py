@@ -5,11 +5,15 @@ from .early_puts import SplitForEarlyPuts
 from .expand_libraries import ExpandLibraryNodesToDataflow
 from .fuse_persistent import FusePersistentKernel, check_persistable
 from .gemm import ExpandGemmCpufree
+from .linalg import ExpandCholeskyCpufree, ExpandInvCpufree, ExpandSolveCpufree
 from .schedule import PERSISTENT_SCHEDULE
 from .schedule_threads import ScheduleThreads
 
 __all__ = [
+    "ExpandCholeskyCpufree",
     "ExpandGemmCpufree",
+    "ExpandInvCpufree",
+    "ExpandSolveCpufree",
     "ExpandLibraryNodesToDataflow",
     "FusePersistentKernel",
     "PERSISTENT_SCHEDULE",

@@ -35,7 +35,7 @@ from dace_cpufree.errors import NotPersistableError
 from .channel_calls import ChannelTasklet
 
 #: How to write a scan that persistent kernels run (a loop carried by one thread per step).
-SCAN_FIX = "write the scan as a loop: out[0] = a[0], then for i in range(1, N): out[i] = out[i - 1] + a[i]"
+SCAN_FIX = "write the scan as a loop: out[0] = a[0], then for i in range(1, N): out[i] = out[i - 1] * a[i]"
 
 
 def _where(node) -> str:
@@ -111,7 +111,7 @@ def host_callbacks(sdfg: dace.SDFG) -> list[HostCall]:
                 where,
                 "has no DaCe implementation, so it would run on the host with the kernel's arrays",
                 SCAN_FIX
-                if numpy_name in ("np.cumsum", "np.cumprod")
+                if numpy_name == "np.cumprod"
                 else "write it with loops or NumPy functions DaCe supports, or call it before or after the program",
             )
         if _in_map(state, node):

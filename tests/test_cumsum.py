@@ -1,0 +1,71 @@
+"""np.cumsum inside the kernel (frontend/scans.py): a three-level scan of grid-wide steps in place of DaCe's host
+callback. Results against NumPy under the race checker (sizes below one chunk, across chunks and across the third
+level), NumPy's result types, flattening, refusals with a fix, and an nvcc build."""
+
+import dace
+import numpy as np
+import pytest
+
+import dace_cpufree
+from dace_cpufree.runtime import build
+from frontend.scans import CHUNK
+
+N = dace.symbol("N")
+M = dace.symbol("M")
+
+
+@dace.program
+def scaled(A: dace.float64[N], B: dace.float64[N]):
+    B[:] = np.cumsum(A) * 2.0
+
+
+@dace.program
+def flattened(A: dace.int32[M, N], B: dace.int64[M * N]):
+    B[:] = np.cumsum(A)
+
+
+@dace.program
+def wider(A: dace.float32[N], B: dace.float64[N]):
+    B[:] = np.cumsum(A, dtype=np.float64)
+
+
+@dace.program
+def along_an_axis(A: dace.float64[M, N], B: dace.float64[M, N]):
+    B[:] = np.cumsum(A, axis=1)
+
+
+def test_the_scan_is_a_kernel_step_not_a_host_callback():
+    source = dace_cpufree.kernel_source(scaled)
+    assert source.channel is None  # a host callback would need the channel
+    assert "numpy_cumsum" not in source.code
+    assert "for (__n2_q = (256 * __n2_p)" in source.code  # a thread scans one chunk of the chunk totals
+
+
+@pytest.mark.parametrize("n, order", [(1, "shuffle"), (CHUNK + 3, "shuffle"), (CHUNK * CHUNK + 5, None)])
+def test_matches_numpy(n, order):
+    a = np.random.default_rng(n).random(n)
+    b = np.zeros(n)
+    dace_cpufree.compile(scaled, backend="emulate", race_check=order)(a, b)
+    np.testing.assert_allclose(b, np.cumsum(a) * 2.0, rtol=1e-12)
+
+
+def test_numpy_result_types_and_flattening():
+    a = np.random.default_rng(1).integers(-5, 5, (7, 9)).astype(np.int32)
+    b = np.zeros(63, np.int64)
+    dace_cpufree.compile(flattened, backend="emulate", race_check="reverse")(a, b)
+    assert np.cumsum(a).dtype == np.int64 and np.array_equal(b, np.cumsum(a))
+    f = np.random.default_rng(2).random(500).astype(np.float32)
+    d = np.zeros(500)
+    dace_cpufree.compile(wider, backend="emulate")(f, d)
+    np.testing.assert_allclose(d, np.cumsum(f, dtype=np.float64), rtol=1e-12)
+
+
+def test_an_axis_of_a_matrix_is_refused_with_a_fix():
+    with pytest.raises(dace_cpufree.NotPersistableError, match=r"np\.cumsum\(\.\.\.\).*axis 1 of a 2-D array.*Fix:"):
+        dace_cpufree.kernel_source(along_an_axis)
+
+
+@pytest.mark.compile
+def test_nvcc_builds():
+    source = dace_cpufree.kernel_source(scaled)
+    assert build(source.code, "cumsum_scaled", "cuda").stat().st_size > 0

@@ -1,6 +1,6 @@
 """np.cumsum inside the kernel (frontend/scans.py): a three-level scan of grid-wide steps in place of DaCe's host
 callback. Results against NumPy under the race checker (sizes below one chunk, across chunks and across the third
-level), NumPy's result types, flattening, refusals with a fix, and an nvcc build."""
+level), NumPy's result types, flattening, along an axis, refusals with a fix, and an nvcc build."""
 
 import dace
 import numpy as np
@@ -30,8 +30,19 @@ def wider(A: dace.float32[N], B: dace.float64[N]):
 
 
 @dace.program
-def along_an_axis(A: dace.float64[M, N], B: dace.float64[M, N]):
+def along_axes(A: dace.float64[M, N], B: dace.float64[M, N], C: dace.int64[M, N]):
     B[:] = np.cumsum(A, axis=1)
+    C[:] = np.cumsum(A > 0.5, axis=0)
+
+
+@dace.program
+def middle_axis(A: dace.float32[3, N, 4], B: dace.float32[3, N, 4]):
+    B[:] = np.cumsum(A, axis=-2)
+
+
+@dace.program
+def no_such_axis(A: dace.float64[M, N], B: dace.float64[M, N]):
+    B[:] = np.cumsum(A, axis=2)
 
 
 def test_the_scan_is_a_kernel_step_not_a_host_callback():
@@ -60,9 +71,22 @@ def test_numpy_result_types_and_flattening():
     np.testing.assert_allclose(d, np.cumsum(f, dtype=np.float64), rtol=1e-12)
 
 
-def test_an_axis_of_a_matrix_is_refused_with_a_fix():
-    with pytest.raises(dace_cpufree.NotPersistableError, match=r"np\.cumsum\(\.\.\.\).*axis 1 of a 2-D array.*Fix:"):
-        dace_cpufree.kernel_source(along_an_axis)
+def test_along_an_axis():
+    rng = np.random.default_rng(3)
+    a = rng.random((5, CHUNK + 7))
+    b, c = np.zeros_like(a), np.zeros(a.shape, np.int64)
+    dace_cpufree.compile(along_axes, backend="emulate", race_check="shuffle")(a, b, c)
+    np.testing.assert_allclose(b, np.cumsum(a, axis=1), rtol=1e-12)
+    assert np.array_equal(c, np.cumsum(a > 0.5, axis=0))
+    f = rng.random((3, 300, 4)).astype(np.float32)
+    g = np.zeros_like(f)
+    dace_cpufree.compile(middle_axis, backend="emulate")(f, g)
+    np.testing.assert_allclose(g, np.cumsum(f, axis=-2), rtol=1e-5)
+
+
+def test_an_axis_that_does_not_exist_is_refused_with_a_fix():
+    with pytest.raises(dace_cpufree.NotPersistableError, match=r"np\.cumsum\(\.\.\.\).*axis 2 of a 2-D array.*Fix:"):
+        dace_cpufree.kernel_source(no_such_axis)
 
 
 @pytest.mark.compile

@@ -93,3 +93,17 @@ def test_an_axis_that_does_not_exist_is_refused_with_a_fix():
 def test_nvcc_builds():
     source = dace_cpufree.kernel_source(scaled)
     assert build(source.code, "cumsum_scaled", "cuda").stat().st_size > 0
+
+
+@pytest.mark.gpu
+def test_match_numpy_on_gpu():
+    rng = np.random.default_rng(4)
+    a = rng.random(3_000_001)
+    b = np.zeros_like(a)
+    dace_cpufree.compile(scaled)(a, b)
+    np.testing.assert_allclose(b, np.cumsum(a) * 2.0, rtol=1e-10)
+    m = rng.random((300, 1000))
+    s, c = np.zeros_like(m), np.zeros(m.shape, np.int64)
+    dace_cpufree.compile(along_axes)(m, s, c)
+    np.testing.assert_allclose(s, np.cumsum(m, axis=1), rtol=1e-12)
+    assert np.array_equal(c, np.cumsum(m > 0.5, axis=0))

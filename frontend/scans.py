@@ -1,6 +1,7 @@
 """``np.cumsum`` inside a ``@dace.program``: a three-level scan of grid-wide steps.
 
-DaCe has no implementation of ``np.cumsum`` (it would call NumPy on the host as a callback). Registered here with
+DaCe has no implementation of ``np.cumsum`` or ``ndarray.cumsum`` (it would call NumPy on the host as a callback, or
+refuse the method). Registered here with
 DaCe's operator repository, the call becomes a nested program: inclusive scans of chunks of :data:`CHUNK`
 elements (one thread each), exclusive scans of the chunk totals (:data:`CHUNK` per thread), one thread for the
 ``n / CHUNK**2`` totals of those, and a map adding each element's two offsets. ``O(n)`` work, three grid syncs,
@@ -122,6 +123,13 @@ def _copy_flat(state: dace.SDFGState, flat, shape, result: str) -> None:
     )
     state.add_memlet_path(tasklet, exit_node, state.add_write(result), src_conn="_o",
                           memlet=Memlet(data=result, subset=", ".join(index)))  # fmt: skip
+
+
+@oprepo.replaces_method("Array", "cumsum")
+@oprepo.replaces_method("View", "cumsum")
+def _cumsum_method(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str, axis=None, dtype=None, out=None):
+    """``a.cumsum(...)``, as ``np.cumsum(a, ...)``."""
+    return _cumsum(pv, sdfg, state, a, axis=axis, dtype=dtype, out=out)
 
 
 @oprepo.replaces("numpy.cumsum")

@@ -20,6 +20,11 @@ def scaled(A: dace.float64[N], B: dace.float64[N]):
 
 
 @dace.program
+def as_a_method(A: dace.float64[N], B: dace.float64[N]):
+    B[:] = A[1:].cumsum()[0] + A.cumsum()
+
+
+@dace.program
 def flattened(A: dace.int32[M, N], B: dace.int64[M * N]):
     B[:] = np.cumsum(A)
 
@@ -58,6 +63,13 @@ def test_matches_numpy(n, order):
     b = np.zeros(n)
     dace_cpufree.compile(scaled, backend="emulate", race_check=order)(a, b)
     np.testing.assert_allclose(b, np.cumsum(a) * 2.0, rtol=1e-12)
+
+
+def test_the_array_method():
+    a = np.random.default_rng(5).random(40)
+    b = np.zeros_like(a)
+    dace_cpufree.compile(as_a_method, backend="emulate", race_check="shuffle")(a, b)
+    np.testing.assert_allclose(b, a[1:].cumsum()[0] + a.cumsum(), rtol=1e-12)
 
 
 def test_numpy_result_types_and_flattening():

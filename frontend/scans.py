@@ -1,12 +1,11 @@
 """``np.cumsum`` inside a ``@dace.program``: a three-level scan of grid-wide steps.
 
-DaCe has no implementation of ``np.cumsum`` or ``ndarray.cumsum`` (it would call NumPy on the host as a callback, or
-refuse the method). Registered here with
-DaCe's operator repository, the call becomes a nested program: inclusive scans of chunks of :data:`CHUNK`
-elements (one thread each), exclusive scans of the chunk totals (:data:`CHUNK` per thread), one thread for the
-``n / CHUNK**2`` totals of those, and a map adding each element's two offsets. ``O(n)`` work, three grid syncs,
-``CHUNK`` sequential additions per thread in the first two steps; the emulation's race checker sees its accesses
-like any other program's.
+DaCe has no implementation of ``np.cumsum`` or ``ndarray.cumsum`` (it calls NumPy on the host as a callback, and
+refuses the method). Registered here with DaCe's operator repository, either call becomes a nested program: inclusive
+scans of chunks of :data:`CHUNK` elements (one thread each), exclusive scans of the chunk totals (:data:`CHUNK` per
+thread), one thread for the ``n / CHUNK**2`` totals of those, and a map adding each element's two offsets. ``O(n)``
+work, three grid syncs, ``CHUNK`` sequential additions per thread in the first two steps; the emulation's race
+checker sees its accesses like any other program's.
 
 Supported: arrays of any shape, flattened (``axis=None``, C order) or along ``axis`` (each line scanned on its own;
 the array is copied to flat C order and back), any numeric type; ``dtype=`` as NumPy (default: NumPy's

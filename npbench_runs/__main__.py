@@ -3,13 +3,15 @@ npbench_runs/kernels (``foreign``: of NPBench's own programs, from a checkout).
 
 python -m npbench_runs run --preset S [--kernels K ...] [--frameworks F ...] [--repeat N] [--db FILE] [--jobs J]
                            [--cache DIR] [--budget SECONDS] [--timeout SECONDS] [--skip-done] [--stop-after SECONDS]
-python -m npbench_runs report [--db FILE] --preset S --out DIR
-python -m npbench_runs merge --db FILE SHARD.db ...
+python -m npbench_runs report [--db FILE] --preset S [--out DIR]
+python -m npbench_runs merge [--db FILE] SHARD.db ...
 python -m npbench_runs list
 python -m npbench_runs foreign --npbench DIR [--preset S] [--backend emulate|cuda] [--benchmarks B ...] [--json OUT]
 
 The results database is ``results.db`` in the harness's folder (``--cache``, ``$NPBENCH_RUNS_CACHE`` or
-``~/.cache/npbench_runs``, outside the repository) unless ``--db`` names one.
+``~/.cache/npbench_runs``, outside the repository) unless ``--db`` names one; ``merge`` appends to it and
+``report`` writes ``report_<preset>`` next to it unless ``--out`` names a folder. Nothing goes into the current
+folder by default.
 """
 
 from __future__ import annotations
@@ -103,14 +105,20 @@ def main(argv=None) -> int:
     p.add_argument("--db", help=f"SQLite file (default: {default_db}; with --cache DIR: DIR/results.db)")
     p.add_argument("--cache", metavar="DIR", help="the folder a run used with --cache: its results.db is read")
     p.add_argument("--preset", default="S", help="the rows of this preset (default S)")
-    p.add_argument("--out", default="npbench_report", help="folder of the markdown and PNGs (default npbench_report)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="folder of the markdown and PNGs (default: report_<preset> next to the database, here "
+        f"{results.default_db().parent / 'report_S'} for preset S)",
+    )
     p.add_argument("--gpu", help="only rows of this GPU name")
     p.add_argument("--run-id", help="only rows of this run")
     p.add_argument("--baseline", help="framework the speedups are over (default dace_pure)")
     p.add_argument("--no-plots", action="store_true", help="markdown only (no matplotlib needed)")
 
     m = sub.add_parser("merge", help="append the rows of other result files (shards of one study) to --db")
-    m.add_argument("--db", required=True)
+    m.add_argument("--db", help=f"SQLite file, appended to (default: {default_db}; with --cache DIR: DIR/results.db)")
+    m.add_argument("--cache", metavar="DIR", help="the folder a run used with --cache: rows go to its results.db")
     m.add_argument("sources", nargs="+")
 
     sub.add_parser("list", help="kernels, the frameworks run would compare here, and the folders it uses")
@@ -155,12 +163,14 @@ def main(argv=None) -> int:
             return 1
         return 0
     if args.command == "report":
-        from npbench_runs.report import report
+        from npbench_runs.report import default_out, report
 
+        db = args.db or results.default_db(args.cache)
+        out = args.out or default_out(db, args.preset)
         written = report(
-            args.db or results.default_db(args.cache),
+            db,
             args.preset,
-            args.out,
+            out,
             gpu=args.gpu,
             run_id=args.run_id,
             baseline=args.baseline,
@@ -169,11 +179,13 @@ def main(argv=None) -> int:
         print(written["markdown"].read_text())
         for key, path in written.items():
             print(f"{key}: {path}")
+        print(f"report written to {out}")
         return 0
     if args.command == "merge":
         from npbench_runs.results import merge
 
-        print(f"{merge(args.sources, args.db)} rows added to {args.db}")
+        db = args.db or results.default_db(args.cache)
+        print(f"{merge(args.sources, db)} rows added to {db}")
         return 0
     from npbench_runs.kernels import KERNELS
     from npbench_runs.report import category

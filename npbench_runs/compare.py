@@ -1,14 +1,19 @@
-"""Side-by-side comparison: dace-cpufree vs upstream DaCe GPU vs CuPy, validated against NumPy.
+"""Side-by-side comparison: dace-cpufree vs the other frameworks, validated against NumPy.
 
-    python -m npbench_runs.compare --preset S [--kernels jacobi_2d gemm] [--out docs/results]
+    python -m npbench_runs.compare --preset S [--kernels jacobi_2d gemm] [--frameworks F ...] [--out DIR]
 
 (The full harness, with parallel builds, SQLite results and plots, is ``python -m npbench_runs run``;
 see docs/npbench.md. This script keeps its CSV/markdown output for the results already in docs/.)
 
 For each kernel: NumPy computes the reference once; every framework is compiled (compile time
 reported apart), run on fresh device inputs ``--repeat`` times (the first run is validated), and
-the median and minimum wall times (device synchronised) are reported, with ratios to upstream DaCe.
-A framework that fails on a kernel gets its error recorded and the run goes on.
+the median and minimum wall times (device synchronised) are reported, with the speedups of ours over
+each other framework. A framework that fails on a kernel gets its error recorded and the run goes on.
+
+Frameworks default to what ``python -m npbench_runs run`` compares on this machine
+(:func:`npbench_runs.run.default_frameworks`: the GPU ones where a CUDA device is visible, else NumPy and
+the host emulation); ``compare_<preset>.csv`` and ``.md`` go to ``--out``, by default ``compare`` in the
+harness's folder (:func:`npbench_runs.results.cache_dir`), not the current folder.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npbench_runs import results
 from npbench_runs.frameworks import FRAMEWORKS, timed
 from npbench_runs.kernels import KERNELS
 
@@ -91,21 +97,35 @@ def run_kernel(module, preset: str, names: list[str], repeat: int, log) -> list[
     return rows
 
 
+#: Column and sentence names of the frameworks (the others go by their framework name).
+LABELS = {"dace_cpufree": "dace-cpufree", "dace_gpu": "upstream DaCe GPU", "cupy": "CuPy"}
+
+
+def ours(frameworks: list[str]) -> str | None:
+    """The framework the speedups are of: ``dace_cpufree`` if compared, else the first other variant of ours."""
+    if "dace_cpufree" in frameworks:
+        return "dace_cpufree"
+    return next((f for f in frameworks if f.startswith("dace_cpufree")), None)
+
+
 def ratios(rows: list[dict]) -> list[dict]:
-    """One line per kernel: times and speedups of ours over upstream DaCe and CuPy."""
-    table = {}
+    """One line per kernel: times, and speedups of ours over each other framework."""
+    table, names = {}, []
     for r in rows:
         table.setdefault(r["kernel"], {})[r["framework"]] = r
+        if r["framework"] not in names:
+            names.append(r["framework"])
+    me = ours(names)
     out = []
     for kernel, fws in table.items():
-        ours = fws.get("dace_cpufree", {})
         line = {"kernel": kernel}
         for f, r in fws.items():
             line[f] = r.get("median_ms") if r.get("validated") else None
-        for base in ("dace_gpu", "cupy"):
-            b, o = line.get(base), line.get("dace_cpufree")
-            line[f"speedup_vs_{base}"] = (b / o) if (b and o) else None
-        line["per_step_us"] = ours.get("per_step_us")
+        for base in names:
+            if base != me:
+                b, o = line.get(base), line.get(me)
+                line[f"speedup_vs_{base}"] = (b / o) if (b and o) else None
+        line["per_step_us"] = fws.get(me, {}).get("per_step_us")
         out.append(line)
     return out
 
@@ -115,27 +135,41 @@ def geomean(values) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
 
 
-def markdown(preset: str, lines: list[dict], hardware: str) -> str:
+def markdown(preset: str, lines: list[dict], hardware: str, frameworks: list[str] | None = None) -> str:
+    """The table of ``lines`` (:func:`ratios`): a column per framework, then ours over each other one.
+
+    :param frameworks: the columns, in order (default: the old comparison, dace_cpufree, dace_gpu, cupy).
+    """
+    frameworks = list(frameworks or ["dace_cpufree", "dace_gpu", "cupy"])
+    me = ours(frameworks)
+    bases = [f for f in frameworks if f != me]
+    label = lambda f: LABELS.get(f, f)  # noqa: E731
     fmt = lambda v, p=3: "—" if v is None else f"{v:.{p}f}"  # noqa: E731
+    where = (
+        "inputs on the GPU, device synchronised"
+        if any(FRAMEWORKS[f]().device for f in frameworks if f in FRAMEWORKS)
+        else "on the host"
+    )
     md = [
-        f"# dace-cpufree vs upstream DaCe GPU vs CuPy — preset {preset}",
+        f"# {' vs '.join(label(f) for f in ([me] if me else []) + bases)} — preset {preset}",
         "",
         f"Hardware: {hardware}",
         "",
-        "Median wall time in ms (inputs on the GPU, device synchronised); — = failed or not validated.",
+        f"Median wall time in ms ({where}); — = failed or not validated.",
         "",
-        "| kernel | dace_cpufree | dace_gpu | cupy | vs dace_gpu | vs cupy | per step (µs) |",
-        "|---|---|---|---|---|---|---|",
+        "| kernel | " + " | ".join(frameworks) + "".join(f" | vs {b}" for b in bases if me) + " | per step (µs) |",
+        "|---" * (len(frameworks) + (len(bases) if me else 0) + 2) + "|",
     ]
     for ln in lines:
-        md.append(
-            f"| {ln['kernel']} | {fmt(ln.get('dace_cpufree'))} | {fmt(ln.get('dace_gpu'))} | "
-            f"{fmt(ln.get('cupy'))} | {fmt(ln['speedup_vs_dace_gpu'], 2)}x | {fmt(ln['speedup_vs_cupy'], 2)}x | "
-            f"{fmt(ln.get('per_step_us'), 2)} |"
+        cells = [fmt(ln.get(f)) for f in frameworks]
+        if me:
+            cells += [f"{fmt(ln.get(f'speedup_vs_{b}'), 2)}x" for b in bases]
+        md.append(f"| {ln['kernel']} | " + " | ".join(cells) + f" | {fmt(ln.get('per_step_us'), 2)} |")
+    if me and bases:
+        speedups = "; vs ".join(
+            f"{label(b)}: {fmt(geomean(ln.get(f'speedup_vs_{b}') for ln in lines), 2)}x" for b in bases
         )
-    g1 = geomean(ln["speedup_vs_dace_gpu"] for ln in lines)
-    g2 = geomean(ln["speedup_vs_cupy"] for ln in lines)
-    md += ["", f"Geomean speedup vs upstream DaCe GPU: {fmt(g1, 2)}x; vs CuPy: {fmt(g2, 2)}x."]
+        md += ["", f"Geomean speedup vs {speedups}."]
     return "\n".join(md) + "\n"
 
 
@@ -150,18 +184,29 @@ def hardware() -> str:
         return f"no GPU ({platform.node()})"
 
 
+def default_out() -> Path:
+    """Where the CSV and markdown go without ``--out``: ``compare`` in the harness's folder."""
+    return results.cache_dir() / "compare"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="S")
     parser.add_argument("--kernels", nargs="*", default=list(KERNELS))
-    parser.add_argument("--frameworks", nargs="*", default=["dace_cpufree", "dace_gpu", "cupy"])
+    parser.add_argument(
+        "--frameworks", nargs="*", help="default: what python -m npbench_runs run compares here (list shows it)"
+    )
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--out", default="results")
+    parser.add_argument("--out", help=f"folder of compare_<preset>.csv and .md (default: {default_out()})")
     args = parser.parse_args(argv)
-    out = Path(args.out)
+    if not args.frameworks:
+        from npbench_runs.run import default_frameworks
+
+        args.frameworks = default_frameworks()
+    out = Path(args.out) if args.out else default_out()
     out.mkdir(parents=True, exist_ok=True)
     hw = hardware()
-    print(f"preset {args.preset} on {hw}", flush=True)
+    print(f"preset {args.preset} on {hw}: {' '.join(args.frameworks)}", flush=True)
     rows = []
     for name in args.kernels:
         rows += run_kernel(KERNELS[name], args.preset, args.frameworks, args.repeat, lambda s: print(s, flush=True))
@@ -170,9 +215,10 @@ def main(argv=None) -> int:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-    text = markdown(args.preset, ratios(rows), hw)
+    text = markdown(args.preset, ratios(rows), hw, args.frameworks)
     Path(f"{stem}.md").write_text(text)
     print(text)
+    print(f"written: {stem}.csv, {stem}.md", flush=True)
     return 0
 
 

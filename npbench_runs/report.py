@@ -1,4 +1,6 @@
-"""``python -m npbench_runs report --db FILE --preset S --out DIR``: a markdown table and three plots.
+"""``python -m npbench_runs report [--db FILE] --preset S [--out DIR]``: a markdown table and three plots.
+
+``DIR`` defaults to ``report_<preset>`` next to the database (the default database's is in the harness's folder).
 
 From the newest row of each (kernel, framework) of the preset in the SQLite file:
 
@@ -334,16 +336,23 @@ def _time_bars(table: Table, ks: list[str], plt):
     return fig, ax
 
 
+def default_out(db: str | Path, preset: str) -> Path:
+    """Where ``report`` writes when no ``--out`` is given: ``report_<preset>`` next to the results database (for
+    the default database, in the harness's folder :func:`results.cache_dir`), never the current folder."""
+    return Path(db).expanduser().resolve().parent / f"report_{preset}"
+
+
 def report(
     db: str | Path,
     preset: str,
-    out: str | Path,
+    out: str | Path | None = None,
     gpu: str | None = None,
     run_id: str | None = None,
     baseline: str | None = None,
     plots: bool = True,
 ) -> dict:
-    """Writes the markdown table and (``plots``) the three PNGs; returns their paths."""
+    """Writes the markdown table and (``plots``) the three PNGs into ``out`` (None: :func:`default_out`); returns
+    their paths."""
     if not Path(db).is_file():  # connect would create an empty one
         raise SystemExit(
             f"no results database at {db}: write one with python -m npbench_runs run (the same --cache), "
@@ -355,7 +364,7 @@ def report(
     if not rows:
         raise SystemExit(f"no results for preset {preset!r} in {db}")
     table = Table(rows, baseline)
-    out = Path(out)
+    out = default_out(db, preset) if out is None else Path(out)
     out.mkdir(parents=True, exist_ok=True)
     md = out / f"report_{preset}.md"
     md.write_text(markdown(table, preset, rows))

@@ -39,6 +39,7 @@ from npbench_runs import frameworks as fw_mod
 from npbench_runs import results
 from npbench_runs.progress import progress
 from npbench_runs.references import compute_reference, kernels, load_reference, reference_path
+from npbench_runs.report import default_out as report_dir
 from npbench_runs.worker import error_text, run_isolated, time_kernel
 
 __all__ = ["compute_reference", "kernels", "load_reference", "reference_path", "run", "build_phase"]
@@ -221,54 +222,76 @@ def run(
                       ``db`` (a run split over several invocations, or one resumed after it was killed).
     :param stop_after: seconds after which no further kernel starts (the kernels left are printed;
                        run them later with ``skip_done``).
+
+    ``cache`` reaches the processes the run starts through ``$NPBENCH_RUNS_CACHE``, set for the duration of
+    the call only: the caller's value (or its absence) is back when ``run`` returns or raises.
     """
-    t0 = time.perf_counter()
-    if cache is not None:
-        os.environ[results.CACHE_ENV] = str(Path(cache).expanduser().resolve())
-    db = results.default_db() if db is None else db
-    ks = kernels()
-    kernel_names = list(kernel_names or ks)
-    _check_names(ks, kernel_names, list(framework_names or []), preset)  # before the no-GPU notice of the defaults
-    framework_names = list(framework_names or default_frameworks())
-    todo = {k: framework_names for k in kernel_names}
-    if not compile_only:
-        todo = _to_do(db, preset, kernel_names, framework_names, skip_done)
-    jobs = min(16, os.cpu_count() or 1) if jobs is None else jobs
-    common, log_dir = _start(preset)
-    run_id = common["run_id"]
-    print(
-        f"run {run_id}: preset {preset}, {len(todo)} kernels x {len(framework_names)} frameworks "
-        f"on {common['gpu']} ({common['host']}), commit {common['git_commit'] or '(not recorded)'}; logs in {log_dir}",
-        flush=True,
-    )
-    builds = {}
-    if todo and (jobs > 1 or compile_only):
-        builds = build_phase(list(todo), framework_names, preset, max(1, jobs), ui_kind, log_dir)
-        print(f"build phase: {time.perf_counter() - t0:.1f} s", flush=True)
-    if compile_only:
-        return run_id
-    t1 = time.perf_counter()
-    settings = {"preset": preset, "repeat": repeat, "budget": budget, "timeout": timeout, "isolate": isolate}
-    deadline = None if stop_after is None else t0 + stop_after
-    left, (attempted, measured, validated) = timing_phase(
-        todo, builds, settings, common, db, log_dir, ui_kind, deadline
-    )
-    if attempted and not measured:
-        raise BenchmarkFailed(f"every framework failed on every kernel (run {run_id}); the errors are in {db}")
-    if attempted and not validated:
-        raise BenchmarkFailed(
-            f"nothing validated: {measured} of {attempted} (kernel, framework) pairs ran, none matched NumPy's "
-            f"outputs (run {run_id}); the errors are in {db}"
+    with _cache_env(cache):
+        t0 = time.perf_counter()
+        db = results.default_db() if db is None else db
+        ks = kernels()
+        kernel_names = list(kernel_names or ks)
+        _check_names(ks, kernel_names, list(framework_names or []), preset)  # before the no-GPU notice of the defaults
+        framework_names = list(framework_names or default_frameworks())
+        todo = {k: framework_names for k in kernel_names}
+        if not compile_only:
+            todo = _to_do(db, preset, kernel_names, framework_names, skip_done)
+        jobs = min(16, os.cpu_count() or 1) if jobs is None else jobs
+        common, log_dir = _start(preset)
+        run_id = common["run_id"]
+        print(
+            f"run {run_id}: preset {preset}, {len(todo)} kernels x {len(framework_names)} frameworks "
+            f"on {common['gpu']} ({common['host']}), commit {common['git_commit'] or '(not recorded)'}; "
+            f"logs in {log_dir}",
+            flush=True,
         )
-    print(
-        f"timing phase: {time.perf_counter() - t1:.1f} s; total {time.perf_counter() - t0:.1f} s. "
-        f"Results appended to {db} (run {run_id}). Report: python -m npbench_runs report --db {db} "
-        f"--preset {preset} --out <dir>",
-        flush=True,
-    )
-    if left:
-        print(f"not started (--stop-after {stop_after:g} s): {' '.join(left)}; run again with --skip-done", flush=True)
-    return run_id
+        builds = {}
+        if todo and (jobs > 1 or compile_only):
+            builds = build_phase(list(todo), framework_names, preset, max(1, jobs), ui_kind, log_dir)
+            print(f"build phase: {time.perf_counter() - t0:.1f} s", flush=True)
+        if compile_only:
+            return run_id
+        t1 = time.perf_counter()
+        settings = {"preset": preset, "repeat": repeat, "budget": budget, "timeout": timeout, "isolate": isolate}
+        deadline = None if stop_after is None else t0 + stop_after
+        left, (attempted, measured, validated) = timing_phase(
+            todo, builds, settings, common, db, log_dir, ui_kind, deadline
+        )
+        if attempted and not measured:
+            raise BenchmarkFailed(f"every framework failed on every kernel (run {run_id}); the errors are in {db}")
+        if attempted and not validated:
+            raise BenchmarkFailed(
+                f"nothing validated: {measured} of {attempted} (kernel, framework) pairs ran, none matched NumPy's "
+                f"outputs (run {run_id}); the errors are in {db}"
+            )
+        print(
+            f"timing phase: {time.perf_counter() - t1:.1f} s; total {time.perf_counter() - t0:.1f} s. "
+            f"Results appended to {db} (run {run_id}). Report: python -m npbench_runs report --db {db} "
+            f"--preset {preset} (writes {report_dir(db, preset)}; --out DIR for another folder)",
+            flush=True,
+        )
+        if left:
+            print(
+                f"not started (--stop-after {stop_after:g} s): {' '.join(left)}; run again with --skip-done", flush=True
+            )
+        return run_id
+
+
+@contextlib.contextmanager
+def _cache_env(cache: str | Path | None):
+    """``$NPBENCH_RUNS_CACHE`` = ``cache`` inside the block (nothing changes when ``cache`` is None)."""
+    if cache is None:
+        yield
+        return
+    saved = os.environ.get(results.CACHE_ENV)
+    os.environ[results.CACHE_ENV] = str(Path(cache).expanduser().resolve())
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(results.CACHE_ENV, None)
+        else:
+            os.environ[results.CACHE_ENV] = saved
 
 
 def timing_phase(todo: dict, builds: dict, settings: dict, common: dict, db, log_dir: Path, ui_kind, deadline):
@@ -328,7 +351,8 @@ def default_frameworks() -> list[str]:
     left_out = [f for f in fw_mod.DEFAULT_FRAMEWORKS if f not in here]
     print(
         f"no GPU here (no CUDA device visible): leaving out {' '.join(left_out)}, which need one; comparing "
-        f"{' and '.join(here)} (the generated kernel on the host); name --frameworks to choose others",
+        f"{' and '.join(here)} (the generated kernel on the host); name --frameworks to choose others. The emulation "
+        "is slow at NPBench's sizes: for a short check add --preset test (tiny sizes) or --kernels K ...",
         flush=True,
     )
     return here

@@ -300,6 +300,7 @@ def test_without_a_gpu_the_default_frameworks_run_here(capsys, monkeypatch):
     assert runner.default_frameworks() == ["numpy", "dace_cpufree_emulate"]
     notice = capsys.readouterr().out
     assert notice.count("\n") == 1 and notice.startswith("no GPU here (no CUDA device visible)")
+    assert "for a short check add --preset test (tiny sizes) or --kernels K" in notice
     left_out = notice.split("leaving out ")[1].split(",")[0].split()
     assert left_out == [f for f in frameworks.DEFAULT_FRAMEWORKS if f not in ("numpy", "dace_cpufree_emulate")]
 
@@ -421,3 +422,98 @@ def test_the_docs_examples_write_no_database_into_the_repository():
     for path in docs:
         for db in re.findall(r"--db\s+([^\s`]+)", path.read_text()):
             assert db.startswith(("~", "/", "$", "FILE")), (path.name, db)
+
+
+def test_report_writes_next_to_the_database_not_into_the_current_folder(tmp_path, cache, capsys, monkeypatch):
+    """No --out: report_<preset> next to the database (the default one's is in the cache folder); --out still wins."""
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    cache.mkdir(parents=True)
+    _fake_db(cache / "results.db")
+    assert main(["report", "--preset", "S", "--no-plots"]) == 0
+    assert (cache / "report_S" / "report_S.md").is_file()
+    assert f"report written to {cache / 'report_S'}" in capsys.readouterr().out
+    named = tmp_path / "studies" / "study.db"
+    named.parent.mkdir()
+    _fake_db(named)
+    assert main(["report", "--db", str(named), "--preset", "S", "--no-plots"]) == 0
+    assert (named.parent / "report_S" / "report_S.md").is_file()
+    assert main(["report", "--db", str(named), "--preset", "S", "--no-plots", "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "report_S.md").is_file()
+    assert report.report(named, "S", plots=False)["markdown"] == named.parent / "report_S" / "report_S.md"
+    assert list(here.iterdir()) == []
+
+
+def test_merge_defaults_to_the_results_database(tmp_path, cache, capsys):
+    shard = tmp_path / "shard.db"
+    _fake_db(shard)
+    n = len(_rows(shard))
+    assert main(["merge", str(shard)]) == 0
+    assert len(_rows(cache / "results.db")) == n
+    assert f"{n} rows added to {cache / 'results.db'}" in capsys.readouterr().out
+    assert main(["merge", "--cache", str(tmp_path / "moved"), str(shard)]) == 0
+    assert len(_rows(tmp_path / "moved" / "results.db")) == n
+
+
+def test_run_with_a_cache_leaves_the_environment_as_it_was(tmp_path, monkeypatch):
+    """``run(cache=...)`` moves the harness's folder for the run only, also when the run raises."""
+    moved = tmp_path / "moved"
+    monkeypatch.setenv("NPBENCH_RUNS_CACHE", str(tmp_path / "before"))
+    runner.run("test", ["jacobi_1d"], ["numpy"], 1, jobs=0, isolate=False, ui_kind="plain", cache=moved)
+    assert len(_rows(moved / "results.db")) == 1 and os.environ["NPBENCH_RUNS_CACHE"] == str(tmp_path / "before")
+    with pytest.raises(SystemExit, match="unknown kernel"):
+        runner.run("test", ["nope"], ["numpy"], cache=moved)
+    assert os.environ["NPBENCH_RUNS_CACHE"] == str(tmp_path / "before")
+    monkeypatch.delenv("NPBENCH_RUNS_CACHE")
+    monkeypatch.setattr(runner, "timing_phase", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        runner.run("test", ["jacobi_1d"], ["numpy"], 1, jobs=0, isolate=False, ui_kind="plain", cache=moved)
+    assert "NPBENCH_RUNS_CACHE" not in os.environ
+
+
+def test_compare_defaults_to_what_run_uses_and_writes_into_the_cache(tmp_path, cache, capsys, monkeypatch):
+    """No GPU: NumPy and the emulation (run's notice included), output in <cache>/compare, nothing in the current
+    folder; with a GPU, run's GPU frameworks."""
+    from npbench_runs import compare
+
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setattr("dace_cpufree.runtime.gpu_count", lambda: 0)
+    assert compare.main(["--preset", "test", "--kernels", "jacobi_1d", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "no GPU here (no CUDA device visible)" in out and f"written: {cache / 'compare' / 'compare_test'}.csv" in out
+    csv_text = (cache / "compare" / "compare_test.csv").read_text()
+    assert "jacobi_1d,test,numpy,True" in csv_text and "jacobi_1d,test,dace_cpufree_emulate,True" in csv_text
+    md = (cache / "compare" / "compare_test.md").read_text()
+    assert "| kernel | numpy | dace_cpufree_emulate | vs numpy | per step (µs) |" in md and "on the host" in md
+    assert list(here.iterdir()) == []
+
+    asked = []
+    monkeypatch.setattr(compare, "run_kernel", lambda module, preset, names, repeat, log: asked.append(names) or [])
+    monkeypatch.setattr("dace_cpufree.runtime.gpu_count", lambda: 1)
+    assert compare.main(["--preset", "test", "--kernels", "jacobi_1d", "--out", str(tmp_path / "o")]) == 0
+    assert asked == [frameworks.DEFAULT_FRAMEWORKS] and (tmp_path / "o" / "compare_test.csv").is_file()
+
+
+def test_compare_markdown_of_the_old_comparison():
+    from npbench_runs import compare
+
+    rows = [
+        {"kernel": "gemm", "framework": f, "median_ms": ms, "validated": True}
+        for f, ms in (("dace_cpufree", 1.0), ("dace_gpu", 4.0), ("cupy", 2.0))
+    ]
+    md = compare.markdown("S", compare.ratios(rows), "H")
+    assert md.startswith("# dace-cpufree vs upstream DaCe GPU vs CuPy — preset S\n")
+    header = "| kernel | dace_cpufree | dace_gpu | cupy | vs dace_gpu | vs cupy | per step (µs) |"
+    assert f"{header}\n|---|---|---|---|---|---|---|\n" in md
+    assert "| gemm | 1.000 | 4.000 | 2.000 | 4.00x | 2.00x | — |" in md
+    assert "Geomean speedup vs upstream DaCe GPU: 4.00x; vs CuPy: 2.00x." in md
+
+
+def test_the_docs_examples_write_no_report_into_the_current_folder():
+    docs = [results.REPO / "README.md", *sorted((results.REPO / "docs").glob("*.md"))]
+    for path in docs:
+        for out in re.findall(r"npbench_runs(?: report|\.compare)[^\n`]*?--out\s+([^\s`]+)", path.read_text()):
+            assert out.startswith(("~", "/", "$", "DIR")), (path.name, out)

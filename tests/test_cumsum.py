@@ -5,10 +5,10 @@ level), NumPy's result types, flattening, along an axis, refusals with a fix, an
 import dace
 import numpy as np
 import pytest
+from dace_cpufree.frontend.scans import CHUNK
 
 import dace_cpufree
 from dace_cpufree.runtime import build
-from frontend.scans import CHUNK
 
 N = dace.symbol("N")
 M = dace.symbol("M")

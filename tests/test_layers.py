@@ -102,3 +102,16 @@ def test_every_package_folder_is_installed():
             rel = init.parent.relative_to(ROOT).parts
             package = ".".join((folders.get(rel[0], rel[0]),) + rel[1:])
             assert package in listed, f"{init.parent.relative_to(ROOT)} ({package}) is not in pyproject's packages"
+
+
+def test_tests_and_benchmarks_import_the_installed_package_names():
+    """``frontend.x`` and ``dace_cpufree.frontend.x`` are the same file but two modules: importing the first
+    registers the SHMEM library nodes and frontend calls a second time, with classes the passes do not know."""
+    bare = tuple(FOLDERS) + tuple(f"{f}." for f in FOLDERS)
+    offenders = []
+    for folder in ("tests", "npbench_runs", "npbench_runs/multigpu", "npbench_runs/solvers", "dace_cpufree"):
+        for path in _sources(folder):
+            for name in _imports(path, folder.replace("/", ".")):
+                if name in FOLDERS or name.startswith(bare):
+                    offenders.append(f"{path.relative_to(ROOT)}: {name}")
+    assert not offenders, offenders

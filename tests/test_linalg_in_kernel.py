@@ -98,7 +98,8 @@ def test_inverse_in_single_precision():
 
 
 def test_an_unsupported_type_is_refused_with_a_fix():
-    with pytest.raises(NotPersistableError, match=r"np\.linalg\.cholesky.*int64.*Fix:"):
+    where = r"np\.linalg\.cholesky at .*test_linalg_in_kernel\.py:\d+: "  # the user's line
+    with pytest.raises(NotPersistableError, match=where + r".*int64.*Fix:"):
         dace_cpufree.kernel_source(integer_matrix)
 
 

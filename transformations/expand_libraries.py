@@ -16,6 +16,20 @@ from dace_cpufree.errors import NotPersistableError
 DEVICE_IMPLEMENTATIONS = ("cpufree", "pure", "specialize")
 
 
+def source_line(node: nodes.Node, state: dace.SDFGState) -> str:
+    """`` at file:line`` of the program statement that made ``node``, or ``""``. DaCe's frontend leaves the
+    debug information of the library nodes its NumPy replacements create empty; the containers they read or write
+    in the same state carry the statement's."""
+    for info in (
+        [node.debuginfo]
+        + [e.src.debuginfo for e in state.in_edges(node)]
+        + [e.dst.debuginfo for e in state.out_edges(node)]
+    ):
+        if info is not None and info.filename and info.start_line:
+            return f" at {info.filename}:{info.start_line}"
+    return ""
+
+
 class ExpandLibraryNodesToDataflow(ppl.Pass):
     """Expands every library node into maps and tasklets, recursively.
 
@@ -42,10 +56,7 @@ class ExpandLibraryNodesToDataflow(ppl.Pass):
             for node, state in pending:
                 impl = next((i for i in DEVICE_IMPLEMENTATIONS if i in node.implementations), None)
                 if impl is None:
-                    info = node.debuginfo
-                    where = (
-                        f" at {info.filename}:{info.start_line}" if info and info.filename and info.start_line else ""
-                    )
+                    where = source_line(node, state)
                     raise NotPersistableError(
                         f"{type(node).__name__} ('{node.label}'){where} has no implementation that runs inside a "
                         f"persistent kernel (DaCe offers {', '.join(node.implementations)}: host or host-launched "

@@ -30,6 +30,8 @@ from dace.transformation.transformation import ExpandTransformation
 
 from dace_cpufree.errors import NotPersistableError
 
+from .expand_libraries import source_line
+
 #: the programs' own size symbols, replaced by the node's sizes when nested
 _N, _M = "__cpufree_la_n", "__cpufree_la_m"
 TYPES = (dace.float32, dace.float64, dace.complex64, dace.complex128)
@@ -161,18 +163,17 @@ def _operand(node, state, sdfg, connector: str, inputs: bool = True):
     return sdfg.arrays[edge.data.data], edge.data.subset.size()
 
 
-def _refuse(node, what: str) -> NotPersistableError:
-    info = node.debuginfo
-    where = f" at {info.filename}:{info.start_line}" if info and info.filename and info.start_line else ""
+def _refuse(node, state, what: str) -> NotPersistableError:
+    where = source_line(node, state)
     return NotPersistableError(
         f"np.linalg.{type(node).__name__.lower()}{where}: {what}. Fix: compute it before calling the program "
         "(NumPy or CuPy), or pass the operands as 2-D float32/float64/complex64/complex128 arrays."
     )
 
 
-def _check_type(node, dtype) -> None:
+def _check_type(node, state, dtype) -> None:
     if dtype not in TYPES:
-        raise _refuse(node, f"element type {dtype} (supported: float32, float64, complex64, complex128)")
+        raise _refuse(node, state, f"element type {dtype} (supported: float32, float64, complex64, complex128)")
 
 
 def _nest(inner: dace.SDFG, sizes: dict, sdfg: dace.SDFG) -> dace.SDFG:
@@ -198,8 +199,8 @@ class ExpandCholeskyCpufree(ExpandTransformation):
     def expansion(node: Cholesky, state: dace.SDFGState, sdfg: dace.SDFG, **kwargs):
         desc, size = _operand(node, state, sdfg, "_a")
         if len(size) != 2 or not node.lower:
-            raise _refuse(node, "only the lower factor of one square matrix is computed inside the kernel")
-        _check_type(node, desc.dtype)
+            raise _refuse(node, state, "only the lower factor of one square matrix is computed inside the kernel")
+        _check_type(node, state, desc.dtype)
         return _nest(_cholesky(desc.dtype), {_N: size[0]}, sdfg)
 
 
@@ -214,8 +215,8 @@ class ExpandSolveCpufree(ExpandTransformation):
         a, a_size = _operand(node, state, sdfg, "_ain")
         b, b_size = _operand(node, state, sdfg, "_bin")
         if len(a_size) != 2 or len(b_size) not in (1, 2) or a.dtype != b.dtype:
-            raise _refuse(node, "the right-hand side must be an array of the matrix's type, of shape (n,) or (n, k)")
-        _check_type(node, a.dtype)
+            raise _refuse(node, state, "the right-hand side must be an array of the matrix's type, shape (n,) or (n,k)")
+        _check_type(node, state, a.dtype)
         if len(b_size) == 1:
             return _nest(_solve(a.dtype, "vector"), {_N: a_size[0]}, sdfg)
         return _nest(_solve(a.dtype, "matrix"), {_N: a_size[0], _M: b_size[1]}, sdfg)
@@ -231,8 +232,8 @@ class ExpandInvCpufree(ExpandTransformation):
     def expansion(node: Inv, state: dace.SDFGState, sdfg: dace.SDFG, **kwargs):
         a, size = _operand(node, state, sdfg, "_ain")
         if len(size) != 2:
-            raise _refuse(node, "only one square matrix is inverted inside the kernel")
-        _check_type(node, a.dtype)
+            raise _refuse(node, state, "only one square matrix is inverted inside the kernel")
+        _check_type(node, state, a.dtype)
         return _nest(_solve(a.dtype, "inverse"), {_N: size[0]}, sdfg)
 
 

@@ -110,8 +110,11 @@ def _solve(dtype, form: str) -> dace.SDFG:
         piv = np.empty((n,), dtype=np.int64)
         for k in range(n):
             # the pivot: the first row at or below k of largest modulus in column k
-            size[:] = np.abs(lu[:, k])
-            size[0:k] = -1
+            for i in dace.map[0:n]:
+                with dace.tasklet:
+                    v << lu[i, k]
+                    mod >> size[i]
+                    mod = abs(v) if i >= k else -1
             largest[0] = np.max(size)
             piv[k] = n
             for i in dace.map[0:n]:

@@ -178,22 +178,33 @@ def _gather_tiles(comm, rank: int, size: int, a: np.ndarray, b: np.ndarray) -> l
     return tiles
 
 
-def _reference(module, program: str, A0, B0, steps: int):
-    """NumPy's result on the global domain; cached in ``$DACE_CPUFREE_REF_CACHE`` (a folder) when set,
-    since a scaling study validates many configurations of the same domain and step count."""
+def cached_arrays(name: str, compute) -> dict[str, np.ndarray]:
+    """``compute()``'s arrays (a dict), kept as ``name.npz`` in ``$DACE_CPUFREE_REF_CACHE`` (a folder) when set:
+    a scaling study validates many configurations against the same NumPy reference."""
     folder = os.environ.get("DACE_CPUFREE_REF_CACHE")
-    path = Path(folder) / f"{program}_{'x'.join(map(str, A0.shape))}_{steps}.npz" if folder else None
+    path = Path(folder) / f"{name}.npz" if folder else None
     if path is not None and path.exists():
-        with np.load(path) as ref:
-            return ref["A"], ref["B"]
-    ref_a, ref_b = A0.copy(), B0.copy()
-    module.reference(ref_a, ref_b, steps)
+        with np.load(path) as stored:
+            return dict(stored)
+    arrays = compute()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.npz")
-        np.savez(tmp, A=ref_a, B=ref_b)
+        np.savez(tmp, **arrays)
         os.replace(tmp, path)
-    return ref_a, ref_b
+    return arrays
+
+
+def _reference(module, program: str, A0, B0, steps: int):
+    """NumPy's result on the global domain (cached: :func:`cached_arrays`)."""
+
+    def compute():
+        ref_a, ref_b = A0.copy(), B0.copy()
+        module.reference(ref_a, ref_b, steps)
+        return {"A": ref_a, "B": ref_b}
+
+    ref = cached_arrays(f"{program}_{'x'.join(map(str, A0.shape))}_{steps}", compute)
+    return ref["A"], ref["B"]
 
 
 def main(argv=None) -> int:

@@ -169,29 +169,41 @@ def _configs(programs, gpus, modes=("weak", "strong"), sizes=None):
                     yield program, mode, g, *shape
 
 
-def _prebuild_one(program: str, form: str, gpus: int, n: int, nx: int | None) -> str:
+def _prebuild(item: tuple) -> str:
+    label, module, name, symbols = item
+    import importlib
+
     from dace_cpufree import prebuild
 
-    from . import PROGRAMS
-    from .run import compile_symbols
-
-    module = PROGRAMS[program]
-    fixed, _ = compile_symbols(program, gpus, module.local_shape(n, gpus, nx))
     try:
-        prebuild(getattr(module, form), symbols=fixed)
+        prebuild(getattr(importlib.import_module(module), name), symbols=symbols)
     except Exception as e:  # noqa: BLE001 - reported; that configuration's job fails with the same error
-        return f"{program} {form} {gpus} GPUs: {type(e).__name__}: {e}"
+        return f"{label}: {type(e).__name__}: {e}"
     return ""
 
 
-def prebuild_all(configs, forms, jobs: int) -> list[str]:
-    """Builds our program of every configuration (sizes compiled in) in parallel into the build cache;
-    the mpirun jobs then load them. Returns the errors."""
+def prebuild_programs(todo: list[tuple], jobs: int) -> list[str]:
+    """Builds programs in parallel into the build cache, so that the mpirun jobs load them instead of compiling one
+    after another. ``todo``: ``(label, module, program name, compiled-in symbols)``. Returns the errors."""
     from concurrent.futures import ProcessPoolExecutor
 
-    todo = {(p, f, g, n, nx) for p, _, g, n, nx in configs for f in forms}
+    if not todo:
+        return []
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return [e for e in pool.map(_prebuild_one, *zip(*sorted(todo, key=str))) if e]
+        return [e for e in pool.map(_prebuild, todo) if e]
+
+
+def prebuild_all(configs, forms, jobs: int) -> list[str]:
+    """Our program of every configuration, sizes compiled in (:func:`prebuild_programs`). Returns the errors."""
+    from . import PROGRAMS
+    from .run import compile_symbols
+
+    todo = []
+    for program, form, gpus, n, nx in sorted({(p, f, g, n, nx) for p, _, g, n, nx in configs for f in forms}, key=str):
+        module = PROGRAMS[program]
+        fixed, _ = compile_symbols(program, gpus, module.local_shape(n, gpus, nx))
+        todo.append((f"{program} {form} {gpus} GPUs", module.__name__, form, fixed))
+    return prebuild_programs(todo, jobs)
 
 
 def main(argv=None) -> int:

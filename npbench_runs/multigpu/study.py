@@ -101,6 +101,16 @@ def _stencil_label(r: dict) -> str:
     return "DaCe + MPI" if r.get("framework") == "dace_mpi" else r["form"]
 
 
+def _save(fig, title: str, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
 def plot(stencil_rows: list[dict], cg_rows: list[dict], gpu: str, out: Path) -> list[Path]:
     import matplotlib
 
@@ -118,11 +128,7 @@ def plot(stencil_rows: list[dict], cg_rows: list[dict], gpu: str, out: Path) -> 
             size = "x".join(map(str, tile)) + " per GPU" if tile else f"N={rows[0]['n']}"
             ax.set_title(f"{program}, {mode} ({size})", fontsize=9)
             ax.set_ylabel("us per step")
-        fig.suptitle(f"Stencils, time per step ({gpu})", fontsize=10)
-        fig.tight_layout()
-        written.append(out / "stencils.png")
-        fig.savefig(written[-1], dpi=150, bbox_inches="tight")
-        plt.close(fig)
+        written.append(_save(fig, f"Stencils, time per step ({gpu})", out / "stencils.png"))
     sizes = sorted({r["n"] for r in cg_rows})
     if sizes:
         fig, axes = plt.subplots(1, len(sizes), figsize=(4 * len(sizes), 3.6), squeeze=False)
@@ -132,11 +138,7 @@ def plot(stencil_rows: list[dict], cg_rows: list[dict], gpu: str, out: Path) -> 
             ax.set_yscale("log")
             ax.set_title(f"CG, {n}x{n} unknowns (strong)", fontsize=9)
             ax.set_ylabel("us per iteration")
-        fig.suptitle(f"CG: ours vs host-driven CuPy ({gpu})", fontsize=10)
-        fig.tight_layout()
-        written.append(out / "cg.png")
-        fig.savefig(written[-1], dpi=150, bbox_inches="tight")
-        plt.close(fig)
+        written.append(_save(fig, f"CG: ours vs host-driven CuPy ({gpu})", out / "cg.png"))
     return written
 
 

@@ -34,7 +34,6 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -181,12 +180,6 @@ def distributed_cg(b, iters: int, halo, xp=np):
     return conjugate_gradient(apply, lambda u, v: halo.allsum(xp.sum(u[INNER] * v[INNER])), b, iters)
 
 
-def _comm():
-    from npbench_runs.multigpu.run import _comm
-
-    return _comm()
-
-
 def _use_device(cp, local_rank: int) -> None:
     """The GPU that the runtime gives this process's PE (``DACE_CPUFREE_DEVICE``, else ``local rank % GPUs``)."""
     chosen = os.environ.get("DACE_CPUFREE_DEVICE")
@@ -232,20 +225,16 @@ def _cupy(
 
 
 def reference(pipelined: bool, n: int, iters: int) -> tuple[np.ndarray, np.ndarray]:
-    """NumPy's ``(x, hist)`` on the global grid; kept in ``$DACE_CPUFREE_REF_CACHE`` (a folder) when set."""
-    folder = os.environ.get("DACE_CPUFREE_REF_CACHE")
-    path = Path(folder) / f"{'pipelined_' if pipelined else ''}cg_poisson_{n}_{iters}.npz" if folder else None
-    if path is not None and path.exists():
-        with np.load(path) as ref:
-            return ref["x"], ref["hist"]
-    solve = poisson.reference_pipelined_cg if pipelined else poisson.reference_cg
-    x, hist = solve(poisson.initialize(n), iters)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.npz")
-        np.savez(tmp, x=x, hist=hist)
-        os.replace(tmp, path)
-    return x, hist
+    """NumPy's ``(x, hist)`` on the global grid (cached: :func:`npbench_runs.multigpu.run.cached_arrays`)."""
+    from npbench_runs.multigpu.run import cached_arrays
+
+    def compute():
+        solve = poisson.reference_pipelined_cg if pipelined else poisson.reference_cg
+        x, hist = solve(poisson.initialize(n), iters)
+        return {"x": x, "hist": hist}
+
+    ref = cached_arrays(f"{'pipelined_' if pipelined else ''}cg_poisson_{n}_{iters}", compute)
+    return ref["x"], ref["hist"]
 
 
 def run(framework: str, n: int, iters: int, repeat: int = 3, rtol: float = 1e-6, comm_choice: str = "auto"):
@@ -253,7 +242,7 @@ def run(framework: str, n: int, iters: int, repeat: int = 3, rtol: float = 1e-6,
     import cupy as cp
 
     from dace_cpufree.launcher import placement
-    from npbench_runs.multigpu.run import _gather_tiles
+    from npbench_runs.multigpu.run import _comm, _gather_tiles
 
     from .bench import _rel
 

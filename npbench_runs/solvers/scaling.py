@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from npbench_runs.multigpu.scaling import TIMED_OUT, mpirun_job
+from npbench_runs.multigpu.scaling import TIMED_OUT, mpirun_job, prebuild_programs
 
 from .distributed import FRAMEWORKS, PROGRAMS
 
@@ -60,29 +60,16 @@ def run_one(framework, gpus, n, iters, repeat, timeout, rtol=1e-6, comm="auto") 
     return report
 
 
-def _prebuild_one(framework: str, gpus: int, n: int) -> str:
-    from dace_cpufree import prebuild
-
+def prebuild_all(todo: list[tuple], jobs: int) -> list[str]:
+    """Our program of every configuration, sizes compiled in (:func:`npbench_runs.multigpu.scaling.prebuild_programs`).
+    Returns the errors."""
     from . import poisson
 
-    lx, ny = poisson.local_shape(n, gpus)
-    try:
-        prebuild(getattr(poisson, PROGRAMS[framework]), symbols={"LX": lx, "NY": ny})
-    except Exception as e:  # noqa: BLE001 - reported; that configuration's job fails with the same error
-        return f"{framework} {gpus} GPUs N={n}: {type(e).__name__}: {e}"
-    return ""
-
-
-def prebuild_all(todo: list[tuple], jobs: int) -> list[str]:
-    """Builds our program of every configuration (sizes compiled in) in parallel into the build cache; the
-    mpirun jobs then load them instead of compiling one after another. Returns the errors."""
-    from concurrent.futures import ProcessPoolExecutor
-
-    todo = sorted({(f, g, n) for f, g, n, _ in todo if f in OURS and n % g == 0 and n // g >= 2})
-    if not todo:
-        return []
-    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return [e for e in pool.map(_prebuild_one, *zip(*todo)) if e]
+    builds = []
+    for f, g, n in sorted({(f, g, n) for f, g, n, _ in todo if f in OURS and n % g == 0 and n // g >= 2}):
+        lx, ny = poisson.local_shape(n, g)
+        builds.append((f"{f} {g} GPUs N={n}", poisson.__name__, PROGRAMS[f], {"LX": lx, "NY": ny}))
+    return prebuild_programs(builds, jobs)
 
 
 def summarise(rows: list[dict]) -> list[dict]:

@@ -252,6 +252,13 @@ def _view_target(sdfg: dace.SDFG, name: str) -> tuple[str, str]:
             if edge is None:
                 raise NotPersistableError(f"view '{name}' in state '{state.label}' is not connected to what it views.")
             other = edge.src if edge.dst is node else edge.dst
+            if not isinstance(other, nodes.AccessNode):  # a window that moves with a map's iterations
+                raise NotPersistableError(
+                    f"view '{name}' in state '{state.label}' is a slice taken inside a map, per iteration "
+                    f"({edge.data}); the kernel generator places views at fixed offsets. Fix: write the step on "
+                    "whole arrays (a batched product C[:] = A @ B instead of C[i] = A[i] @ B in a map), or "
+                    "index the elements in the map's body."
+                )
             memlet = edge.data
             if memlet.data == other.data:
                 subset = memlet.subset
@@ -282,8 +289,10 @@ def _written_containers(sdfg: dace.SDFG) -> set[str]:
         for node in state.data_nodes():
             if isinstance(sdfg.arrays[node.data], dt.View):
                 edge = dace.sdfg.utils.get_view_edge(state, node)
-                if edge is not None:
-                    views[node.data] = (edge.src if edge.dst is node else edge.dst).data
+                if edge is not None:  # the viewed container: at the far end of the memlet path (through maps)
+                    path = state.memlet_path(edge)
+                    far = path[0].src if edge.dst is node else path[-1].dst
+                    views[node.data] = far.data if isinstance(far, nodes.AccessNode) else edge.data.data
             if state.in_degree(node) > 0 and not all(is_view_edge(sdfg, state, e) for e in state.in_edges(node)):
                 written.add(node.data)
     for name in list(written):

@@ -33,6 +33,8 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     ``__part`` of ``__parts``. Block-wide items are fenced by block barriers so that program order holds
     within the block; ``cpufree_exit_barrier`` = ``"no"`` leaves out the one after a ``"blocks"`` item (its
     code promises that nothing after it in the block depends on its threads having finished).
+    A ``"grid"`` call states what it needs of the launch as C++ constant expressions: ``cpufree_block_threads``
+    (the block size it is built for) and ``cpufree_dynamic_shared`` (bytes of dynamic shared memory per block).
     """
     code = ScopeWriter(ctx, state, []).tasklet(node)
     location = node.location or {}
@@ -55,6 +57,8 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
         item = Item(f"tasklet {node.label}", code, reads, writes, Executor.GRID, strategy="every thread of the grid")
         item.regions = tuple(regions)
         item.collective = True
+        item.block_threads = location.get("cpufree_block_threads")
+        item.dynamic_shared = location.get("cpufree_dynamic_shared")
         return item
     if kind == "leader" and block == 0:
         return Item(

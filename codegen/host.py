@@ -51,6 +51,12 @@ long long cpufree_max_work(std::initializer_list<long long> works) {{
     return m;
 }}
 
+long long cpufree_largest(std::initializer_list<long long> values) {{
+    long long m = 0;
+    for (long long v : values) m = v > m ? v : m;
+    return m;
+}}
+
 size_t cpufree_align(size_t n) {{ return (n + 255) / 256 * 256; }}
 }}  // namespace
 
@@ -93,22 +99,30 @@ extern "C" int cpufree_run({params}) {{
     // cpufree_configure or on another device), not on every call: they cost tens of microseconds.
     int dev = 0;
     CPUFREE_CHECK(cudaGetDevice(&dev));
+    // What the kernel's library calls need of the launch (a matrix product: the block size its tile is built
+    // for, the shared memory of its pipeline), 0 where nothing.
+    const int need_block = (int)({need_block});
+    const size_t dynamic_shared = (size_t)({dynamic_shared});
     if (cpufree_state.cached_device != dev || cpufree_state.cached_for != cpufree_state.block) {{
         int coop = 0, sms = 0, block = cpufree_state.block, per_sm = 0;
         CPUFREE_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
         if (!coop)
             return cpufree_fail("device %d does not support cooperative launch (persistent kernels need it)", dev);
         CPUFREE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        if (dynamic_shared > 0)  // above 48 KiB a kernel must opt in; below, the call changes nothing
+            CPUFREE_CHECK(cudaFuncSetAttribute((const void *){kernel}, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)dynamic_shared));
+        if (block <= 0 && need_block > 0) block = need_block;
         if (block <= 0) {{
             int min_grid = 0;
-            CPUFREE_CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, {kernel}, 0, 0));
+            CPUFREE_CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, {kernel}, dynamic_shared, 0));
         }}
         int warp = 1;
         CPUFREE_CHECK(cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev));
         block = block < warp ? warp : block - block % warp;  // whole warps: warp reductions shuffle full warps
         if (cpufree_state.block <= 0)  // a power of two, so that every power-of-two tile up to it divides it
             while (block & (block - 1)) block &= block - 1;
-        CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {kernel}, block, 0));
+        CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {kernel}, block, dynamic_shared));
         if (per_sm < 1)
             return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "
                                 "multiprocessor (registers or shared memory). Fix: configure a smaller block size.",
@@ -149,7 +163,8 @@ extern "C" int cpufree_run({params}) {{
     CPUFREE_CHECK(CPUFREE_BEFORE_LAUNCH(cpufree_state.workspace, cpufree_state.workspace_size));
     cudaEvent_t start = cpufree_state.start, stop = cpufree_state.stop;
     CPUFREE_CHECK(cudaEventRecord(start, 0));
-    CPUFREE_CHECK(CPUFREE_LAUNCH_COOPERATIVE({kernel}, dim3((unsigned)grid), dim3((unsigned)block), args, 0, 0));
+    CPUFREE_CHECK(
+        CPUFREE_LAUNCH_COOPERATIVE({kernel}, dim3((unsigned)grid), dim3((unsigned)block), args, dynamic_shared, 0));
     CPUFREE_CHECK(cudaEventRecord(stop, 0));
     CPUFREE_CHECK(cudaEventSynchronize(stop));
     CPUFREE_CHECK(CPUFREE_AFTER_LAUNCH());

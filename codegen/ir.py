@@ -51,6 +51,10 @@ class Item:
     # SDFG's symbols; ``None``: not known. Sizes the blocks of independent steps run side by side (concurrency.py).
     elements: str | None = None
     part_sync_before: bool = False  # a barrier of the part's blocks before it (``cpufree::part_sync``)
+    # What a collective library call needs of the launch, as C++ constant expressions (``None``: nothing): the
+    # threads of a block it is built for, and the dynamic shared memory of each block in bytes.
+    block_threads: str | None = None
+    dynamic_shared: str | None = None
 
     @property
     def part_key(self):

@@ -67,6 +67,10 @@ class KernelSource:
     #: ``@mapgridscope`` scopes: per scope, its block functions' ``vocabulary.BlockPart`` in part order
     block_scopes: list = None
     part_syncs: int = 0  # barriers among the blocks of one block function, printed
+    #: what the kernel's library calls need of the launch, C++ constant expressions ("0": nothing): the block
+    #: size (a matrix product's tile) and the dynamic shared memory per block in bytes
+    need_block: str = "0"
+    dynamic_shared: str = "0"
 
 
 STEP_TIMES_HOST = """
@@ -335,12 +339,16 @@ def generate(
     items = list(ir.items(root))
     works = [i.work for i in items if i.executor == ir.Executor.GRID]
     work = "0" if not works or any(w is None for w in works) else " , ".join(f"(long long)({w})" for w in works)
+    need_block = [i.block_threads for i in items if i.block_threads]
+    need_shared = [i.dynamic_shared for i in items if i.dynamic_shared]
     ws_decl, ws_bind = workspace_code(args)
     host_params = [a for a in args if a.kind != "workspace"]
     code += HOST_TEMPLATE.format(
         kernel=kernel,
         params=", ".join(a.decl for a in host_params) or "void",
         work=f"cpufree_max_work({{{work}}})" if work != "0" else "0",
+        need_block=_largest(need_block),
+        dynamic_shared=_largest(need_shared),
         workspace_size=ws_decl,
         workspace_bind=ws_bind,
         args=", ".join(f"(void *)&{a.name}" for a in args),
@@ -369,7 +377,19 @@ def generate(
         environments=tuple(environments),
         block_scopes=scopes,
         part_syncs=printer.part_syncs,
+        need_block=_largest(need_block),
+        dynamic_shared=_largest(need_shared),
     )
+
+
+def _largest(expressions: list[str]) -> str:
+    """C++ of the largest of some constant expressions (sizes), ``0`` for none."""
+    unique = sorted(set(expressions))
+    if not unique:
+        return "0"
+    if len(unique) == 1:
+        return unique[0]
+    return "cpufree_largest({" + ", ".join(f"(long long)({e})" for e in unique) + "})"
 
 
 def kernel_environments(sdfg: dace.SDFG) -> list[str]:

@@ -2,17 +2,19 @@
 ``cpufree::gemm`` (``cpufree/gemm.cuh``: cuBLASDx block products over a grid-wide loop of output tiles) that every
 thread of the grid makes together.
 
-Registered as the ``"cpufree"`` implementation of :class:`dace.libraries.blas.Gemm`;
-:class:`~.expand_libraries.ExpandLibraryNodesToDataflow` prefers it. It applies to a product at the top level of
-the program (a call of all threads: not inside a map, whose iterations run on single threads) of ``float32`` or
-``float64`` matrices whose rows are contiguous (NumPy's C order; transposed operands are read as such). Any other
-product is expanded with DaCe's ``pure`` implementation, as before.
+Registered as the ``"cpufree"`` implementation of :class:`dace.libraries.blas.Gemm` and of ``BatchedMatMul``
+(where the batch shares its right-hand matrix and its left matrices and results are blocks of stacked rows: one
+product of all the rows); :class:`~.expand_libraries.ExpandLibraryNodesToDataflow` prefers it. It applies to a
+product at the top level of the program (a call of all threads: not inside a map, whose iterations run on single
+threads) of ``float32`` or ``float64`` matrices whose rows are contiguous (NumPy's C order; transposed operands are
+read as such). Any other product is expanded with DaCe's ``pure`` implementation, as before.
 """
 
 from __future__ import annotations
 
 import dace
 from dace.codegen.common import sym2cpp
+from dace.libraries.blas.nodes.batched_matmul import BatchedMatMul, ExpandBatchedMatMulPure
 from dace.libraries.blas.nodes.gemm import ExpandGemmPure, Gemm
 from dace.sdfg import nodes
 from dace.transformation.transformation import ExpandTransformation
@@ -70,6 +72,29 @@ def applies(node: Gemm, state: dace.SDFGState, sdfg: dace.SDFG) -> dict | None:
     return ops if len(types) == 1 else None
 
 
+def _product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, trans_b, ldc, inputs) -> nodes.Tasklet:
+    """The tasklet of one grid-wide ``cpufree::gemm`` call, with what it needs of the launch as its facts."""
+    ctype = dtype.ctype
+    code = (
+        f"cpufree::gemm<{ctype}>((long long)({_c(m)}), (long long)({_c(n)}), (long long)({_c(k)}), "
+        f"({ctype})({alpha}), _a, (long long)({_c(lda)}), {str(trans_a).lower()}, _b, "
+        f"(long long)({_c(ldb)}), {str(trans_b).lower()}, ({ctype})({beta}), _c, (long long)({_c(ldc)}));"
+    )
+    pointer = dace.pointer(dtype)
+    return nodes.Tasklet(
+        label,
+        inputs={c: pointer for c in inputs},
+        outputs={"_c": pointer},
+        code=code,
+        language=dace.Language.CPP,
+        location={
+            "cpufree_executor": "grid",
+            "cpufree_block_threads": f"cpufree::gemm_threads<{ctype}>()",
+            "cpufree_dynamic_shared": f"cpufree::gemm_shared_bytes<{ctype}>()",
+        },
+    )  # DaCe records the environment (CPUFreeMathDx) in the tasklet
+
+
 @dace.library.expansion
 class ExpandGemmCpufree(ExpandTransformation):
     """``C = alpha * op(A) @ op(B) + beta * C`` as one grid-wide ``cpufree::gemm`` call (see the module doc)."""
@@ -87,24 +112,67 @@ class ExpandGemmCpufree(ExpandTransformation):
         if node.transB:
             kb, n = n, kb
         dtype = sdfg.arrays[next(iter(state.out_edges(node))).data.data].dtype
-        ctype = dtype.ctype
         beta = 0 if "_c" not in node.in_connectors else node.beta
-        code = (
-            f"cpufree::gemm<{ctype}>((long long)({_c(m)}), (long long)({_c(n)}), (long long)({_c(ka)}), "
-            f"({ctype})({node.alpha}), _a, (long long)({_c(lda)}), {str(node.transA).lower()}, _b, "
-            f"(long long)({_c(ldb)}), {str(node.transB).lower()}, ({ctype})({beta}), _c, (long long)({_c(ldc)}));"
+        return _product_tasklet(
+            node.label, dtype, m, n, ka, node.alpha, beta, lda, node.transA, ldb, node.transB, ldc, node.in_connectors
         )
-        pointer = dace.pointer(dtype)
-        inputs = {c: pointer for c in node.in_connectors}
-        tasklet = nodes.Tasklet(
-            node.label,
-            inputs=inputs,
-            outputs={"_c": pointer},
-            code=code,
-            language=dace.Language.CPP,
-            location={"cpufree_executor": "grid"},
-        )
-        return tasklet  # DaCe records the environment (CPUFreeMathDx) in the tasklet
 
 
 Gemm.register_implementation("cpufree", ExpandGemmCpufree)
+
+
+def _stacked_rows(desc, subset) -> tuple | None:
+    """``(rows, cols, leading dimension)`` of an operand window of 2 or more dimensions whose matrices lie one after
+    another with one row pitch (a C-ordered block: ``A[0:R, 0:Q, 0:P]`` read as ``R * Q`` rows of ``P``), else
+    ``None``."""
+    sizes = subset.size()
+    if len(sizes) < 2 or desc.strides[-1] != 1:
+        return None
+    for d in range(len(sizes) - 2):  # each batch step moves by its inner dimensions' extent
+        if dace.symbolic.simplify(desc.strides[d] - desc.strides[d + 1] * sizes[d + 1]) != 0:
+            return None
+    rows = sizes[0]
+    for size in sizes[1:-1]:
+        rows = rows * size
+    return rows, sizes[-1], desc.strides[-2]
+
+
+def batched_applies(node: BatchedMatMul, state: dace.SDFGState, sdfg: dace.SDFG) -> dict | None:
+    """Operands of a batched product with one right-hand matrix shared by the batch (``A @ B`` with ``A`` of 3 or
+    more dimensions, ``B`` 2-D) whose batch of left matrices and of results are each one block of stacked rows:
+    then it is one matrix product of ``batch * M`` rows. ``None`` otherwise."""
+    if not _at_top_level(state, node) or node.transA or node.transB:
+        return None
+    edges = {e.dst_conn: e for e in state.in_edges(node)}
+    edges["_c"] = next(iter(state.out_edges(node)))
+    if set(edges) != {"_a", "_b", "_c"}:
+        return None
+    descs = {k: sdfg.arrays[e.data.data] for k, e in edges.items()}
+    if len({d.dtype for d in descs.values()}) != 1 or descs["_a"].dtype not in TYPES:
+        return None
+    b = _operand(state, sdfg, edges["_b"])
+    a = _stacked_rows(descs["_a"], edges["_a"].data.subset)
+    c = _stacked_rows(descs["_c"], edges["_c"].data.subset)
+    if b is None or a is None or c is None or len(edges["_a"].data.subset.size()) < 3:
+        return None
+    return {"_a": a, "_b": b, "_c": c}
+
+
+@dace.library.expansion
+class ExpandBatchedMatMulCpufree(ExpandTransformation):
+    """A batched product whose right-hand matrix is shared by the batch, as one grid-wide ``cpufree::gemm`` over
+    the stacked rows (NumPy's ``A @ B`` with ``A`` 3-D, doitgen's form); any other as DaCe's pure expansion."""
+
+    environments = [CPUFreeMathDx]
+
+    @staticmethod
+    def expansion(node: BatchedMatMul, state: dace.SDFGState, sdfg: dace.SDFG, **kwargs):
+        ops = batched_applies(node, state, sdfg)
+        if ops is None:
+            return ExpandBatchedMatMulPure.expansion(node, state, sdfg)
+        (m, k, lda), (_, n, ldb), (_, _, ldc) = ops["_a"], ops["_b"], ops["_c"]
+        dtype = sdfg.arrays[next(iter(state.out_edges(node))).data.data].dtype
+        return _product_tasklet(node.label, dtype, m, n, k, 1, 0, lda, False, ldb, False, ldc, ("_a", "_b"))
+
+
+BatchedMatMul.register_implementation("cpufree", ExpandBatchedMatMulCpufree)

@@ -143,6 +143,8 @@ template <typename K> inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int 
 template <typename K> inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, K, int, size_t) {
     *n = 1; return cudaSuccess;
 }
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+inline cudaError_t cudaFuncSetAttribute(const void *, cudaFuncAttribute, int) { return cudaSuccess; }
 
 // Events measure host wall time in emulation.
 inline cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = new std::chrono::steady_clock::time_point(); return cudaSuccess; }

@@ -9,11 +9,12 @@
 //
 // CUDA: built on cuBLASDx (wheel nvidia-mathdx; its headers and the CUTLASS/CuTe copy it ships must be on
 // the include path, and cuBLASDx needs nvcc's --expt-relaxed-constexpr). Each block computes output tiles
-// (grid-stride over tiles), staging A and B tiles through a multi-stage cp.async pipeline in static shared
-// memory, and cuBLASDx's block GEMM accumulates in registers: FP64 runs on the DMMA tensor cores (sm_80+),
-// FP32 on FFMA as cuBLAS does by default (no TF32). When the output has fewer tiles than the grid has blocks,
-// K is split over blocks: C is first scaled by beta, one grid sync, then the partial products are added
-// atomically (so results may then differ from run to run in the last bits).
+// (grid-stride over tiles), staging A and B tiles through a multi-stage cp.async pipeline in dynamic shared
+// memory (the launcher sizes it from gemm_shared_bytes), and cuBLASDx's block GEMM accumulates in registers: FP64 runs on the DMMA tensor cores (sm_80+),
+// FP32 on FFMA as cuBLAS does by default (no TF32). When the output tiles would leave the grid's last wave of
+// blocks mostly idle (or there are fewer tiles than blocks), K is split over blocks: C is first scaled by beta,
+// one grid sync, then the partial products are added atomically (so results may then differ from run to run
+// in the last bits).
 //
 // Other element types (integers), HIP, and builds with -DCPUFREE_GEMM_PLAIN (no MathDx headers at hand)
 // take a plain grid-stride loop nest with the same semantics.
@@ -54,19 +55,19 @@ template <> struct gemm_uses_library<double> { static constexpr bool value = tru
 template <> struct gemm_uses_library<float> { static constexpr bool value = true; };
 #endif
 
-// Defaults per element type, chosen so that the accumulator tile stays near 32 values per thread (a fused
-// kernel carries every step's registers) and the static shared memory stays well under the 48 KiB a
-// block may declare statically. The generic entry only serves the facts of the plain path.
-template <typename T> struct GemmDefault { using type = GemmTile<64, 64, 16, 128, 2>; };
-template <> struct GemmDefault<double> { using type = GemmTile<64, 64, 16, 128, 2>; };  // 32 KiB shared
-template <> struct GemmDefault<float> { using type = GemmTile<128, 128, 8, 256, 2>; };  // 16 KiB shared
+// Defaults per element type: the best of the configurations npbench_runs/gemm_tiles.py measures at NPBench's
+// sizes on an H100 (docs/linear-algebra.md). Larger tiles gained nothing there and would cost the fused kernel's
+// other steps their occupancy (one register allocation and one block size serve every step).
+template <typename T> struct GemmDefault { using type = GemmTile<64, 64, 16, 128, 3>; };
+template <> struct GemmDefault<double> { using type = GemmTile<64, 64, 16, 128, 3>; };  // 48 KiB shared
+template <> struct GemmDefault<float> { using type = GemmTile<64, 128, 16, 128, 3>; };  // 36 KiB shared
 
-// Facts for the launcher: the fewest threads a block calling gemm<T> needs (a block may be larger), and
-// the static shared memory the call declares (the occupancy query already counts it; listed for budgets).
-// The plain path of other types needs one warp and no shared memory.
+// Facts for the launcher: the block size gemm<T>'s tile is built for (a larger block works, its extra threads
+// only help staging; a smaller one takes the plain path), and the dynamic shared memory each block needs.
+// The plain path (other types, the emulation) needs neither: 0.
 template <typename T, typename Tile = typename GemmDefault<T>::type>
 __host__ __device__ constexpr int gemm_threads() {
-    return gemm_uses_library<T>::value ? Tile::kThreads : 32;
+    return gemm_uses_library<T>::value ? Tile::kThreads : 0;
 }
 template <typename T, typename Tile = typename GemmDefault<T>::type>
 __host__ __device__ constexpr unsigned long long gemm_shared_bytes() {
@@ -154,8 +155,12 @@ constexpr long long kMinKTilesPerSplit = 8;
 // blocks running at once share A rows and B columns in L2.
 constexpr long long kBandTileRows = 8;
 
+// How many K ranges per tile: the fewest whose work units fill the grid's waves to at least 7/8 (a last wave
+// that leaves most blocks idle costs a whole tile time; splitting K evens the waves out, and an output of
+// fewer tiles than blocks gets blocks to spare), else the best fill within the depth limit. `forced` > 0
+// overrides (the tile benchmark measures the policy against fixed splits).
 template <typename Tile>
-__device__ inline Schedule make_schedule(long long M, long long N, long long K) {
+__device__ inline Schedule make_schedule(long long M, long long N, long long K, long long forced = 0) {
     Schedule s;
     s.tiles_m = (M + Tile::kTileM - 1) / Tile::kTileM;
     s.tiles_n = (N + Tile::kTileN - 1) / Tile::kTileN;
@@ -163,12 +168,20 @@ __device__ inline Schedule make_schedule(long long M, long long N, long long K) 
     s.k_tiles = (K + Tile::kTileK - 1) / Tile::kTileK;
     s.splits = 1;
     const long long blocks = gridDim.x;
-    if (s.tiles > 0 && s.tiles < blocks) {
-        const long long by_blocks = blocks / s.tiles;
-        const long long by_depth = s.k_tiles / kMinKTilesPerSplit;
-        s.splits = by_blocks < by_depth ? by_blocks : by_depth;
-        if (s.splits < 1) s.splits = 1;
+    long long most = s.k_tiles / kMinKTilesPerSplit;
+    if (most > blocks) most = blocks;
+    if (forced > 0) {
+        s.splits = forced;
+    } else if (s.tiles > 0) {
+        double best = 0.0;
+        for (long long k = 1; k <= most; ++k) {
+            const long long units = s.tiles * k, waves = (units + blocks - 1) / blocks;
+            const double fill = double(units) / double(waves * blocks);
+            if (fill > best + 1e-9) best = fill, s.splits = k;
+            if (8 * units >= 7 * waves * blocks) break;
+        }
     }
+    if (s.splits < 1) s.splits = 1;
     s.k_tiles_per_split = (s.k_tiles + s.splits - 1) / s.splits;
     return s;
 }
@@ -182,6 +195,12 @@ __device__ inline void tile_coords(const Schedule &s, long long tile, long long 
     const long long in_band = tile - band * band_size;
     tm = first_row + in_band % rows;
     tn = in_band / rows;
+}
+
+// The block's dynamic shared memory (the launcher sizes it from gemm_shared_bytes).
+__device__ inline unsigned char *dynamic_shared() {
+    extern __shared__ __align__(16) unsigned char cpufree_dynamic_shared[];
+    return cpufree_dynamic_shared;
 }
 
 // One element (or one 16-byte vector) from global into shared memory, zero when outside the matrix.
@@ -272,22 +291,24 @@ __device__ inline void scale_output(long long M, long long N, T beta, T *C, long
 // Tensor path (double, float): tiles through shared memory into cuBLASDx's block GEMM.
 template <typename T, typename Tile>
 __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
-                            const T *B, long long ldb, bool transB, T beta, T *C, long long ldc) {
+                            const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,
+                            long long forced_splits = 0) {
     using BLAS = BlockGemm<T, Tile>;
     constexpr int TM = Tile::kTileM, TN = Tile::kTileN, TK = Tile::kTileK, kStages = Tile::kStages;
     constexpr int kStageA = TM * TK, kStageB = TK * TN;
 
-    // Static, so the occupancy query of the launcher sees it; 16-byte aligned for vector copies.
-    __shared__ __align__(16) T smem_a[kStages * kStageA];
-    __shared__ __align__(16) T smem_b[kStages * kStageB];
-    static_assert(sizeof(smem_a) + sizeof(smem_b) == gemm_shared_bytes<T, Tile>(), "shared bytes fact");
+    // Dynamic shared memory: the launcher gives every block gemm_shared_bytes<T>() of the kernel's products
+    // (the stages of a large tile exceed the 48 KiB a block may declare statically).
+    T *const smem_a = reinterpret_cast<T *>(dynamic_shared());
+    T *const smem_b = smem_a + kStages * kStageA;
+    static_assert((kStageA * kStages * sizeof(T)) % 16 == 0, "B stages start 16-byte aligned");
 
     const auto layout_a = BLAS::suggest_layout_smem_a();
     const auto layout_b = BLAS::suggest_layout_smem_b();
     static_assert(cute::cosize(decltype(layout_a.layout){}) <= kStageA, "A layout exceeds its stage buffer");
     static_assert(cute::cosize(decltype(layout_b.layout){}) <= kStageB, "B layout exceeds its stage buffer");
 
-    const Schedule s = make_schedule<Tile>(M, N, K);
+    const Schedule s = make_schedule<Tile>(M, N, K, forced_splits);
     if (s.splits > 1) {  // split-K: C = beta * C first, so every K range only adds its part
         scale_output(M, N, beta, C, ldc);
         cooperative_groups::this_grid().sync();

@@ -24,6 +24,7 @@ from dace_cpufree.errors import NotPersistableError
 
 from .block_scopes import prepare_block_scopes, simplify
 from .expand_libraries import ExpandLibraryNodesToDataflow
+from .loop_reductions import LoopAccumulationToMap
 from .program_order import accesses, conflict
 from .schedule import PERSISTENT_SCHEDULE
 
@@ -95,6 +96,8 @@ class FusePersistentKernel(ppl.Pass):
         """Library nodes expanded, maps fused, nested SDFGs inlined."""
         ExpandLibraryNodesToDataflow().apply_pass(sdfg, {})
         simplify(sdfg)
+        if LoopAccumulationToMap().apply_pass(sdfg, {}):
+            simplify(sdfg)
         if self.fuse_maps:
             FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
             if sdfg.apply_transformations_repeated(FuseParallelMaps):

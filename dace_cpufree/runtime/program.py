@@ -88,6 +88,8 @@ class PersistentProgram:
         self._config_refs = tuple(ctypes.byref(c) for c in self._config)
         self.last_kernel_ms = float("nan")
         self.launch_config = (0, 0)
+        self._arg_facts = None  # see _check_values
+        self._arg_kinds = None
         self._shmem = attach_session(self._lib, source) if is_shmem_library(self._lib) else None
         facts = getattr(source, "channel", None)
         self._channel = (
@@ -281,15 +283,23 @@ class PersistentProgram:
         expects and the fix: a list for an array, a read-only array for a written one, a scalar of the wrong kind.
         An array with extra dimensions of size 1 (``(N, 1)`` for ``float64[N]``) is passed as a view without them,
         as upstream DaCe accepts it."""
-        kinds = {a.name: a for a in self._host_args}
+        if self._arg_facts is None:  # per array: (declared type text for errors, rank), made once
+            self._arg_facts = {
+                a.name: (
+                    f"{self.sdfg.arrays[a.name].dtype.to_string()}{list(self.sdfg.arrays[a.name].shape)}",
+                    len(self._dims.get(a.name, ())),
+                )
+                for a in self._host_args
+                if a.kind == "array"
+            }
+            self._arg_kinds = {a.name: a for a in self._host_args}
+        kinds = self._arg_kinds
         for name, value in values.items():
             arg = kinds.get(name)
             if arg is None or arg.kind == "symbol":
                 continue
             if arg.kind == "array":
-                desc = self.sdfg.arrays[name]
-                declared = f"{desc.dtype.to_string()}{list(desc.shape)}"
-                rank = len(self._dims.get(name, ()))
+                declared, rank = self._arg_facts[name]
                 values[name] = array_value(self.sdfg.name, arg, value, rank, declared, self._dtypes[name])
             else:
                 values[name] = scalar_value(self.sdfg.name, arg, value)

@@ -26,6 +26,7 @@ from .block_scopes import prepare_block_scopes, simplify
 from .expand_libraries import ExpandLibraryNodesToDataflow
 from .loop_reductions import LoopAccumulationToMap
 from .program_order import accesses, conflict
+from .scaled_products import ScaleAfterProduct
 from .schedule import PERSISTENT_SCHEDULE
 
 
@@ -94,6 +95,7 @@ class FusePersistentKernel(ppl.Pass):
 
     def _fuse(self, sdfg: dace.SDFG) -> None:
         """Library nodes expanded, maps fused, nested SDFGs inlined."""
+        ScaleAfterProduct().apply_pass(sdfg, {})
         ExpandLibraryNodesToDataflow().apply_pass(sdfg, {})
         simplify(sdfg)
         if LoopAccumulationToMap().apply_pass(sdfg, {}):

@@ -253,3 +253,13 @@ extern "C" int cpufree_shmem_copy(void *dst, const void *src, size_t n) {{
     return 0;
 }}
 """
+
+
+def largest(expressions: list[str]) -> str:
+    """C++ of the largest of some constant expressions (sizes), ``0`` for none."""
+    unique = sorted(set(expressions))
+    if not unique:
+        return "0"
+    if len(unique) == 1:
+        return unique[0]
+    return "cpufree_largest({" + ", ".join(f"(long long)({e})" for e in unique) + "})"

@@ -18,7 +18,7 @@ from .concurrency import split_independent
 from .context import KernelContext, symbol_ctype
 from .dialect import Dialect
 from .expressions import kernel_symbols
-from .host import HOST_TEMPLATE, workspace_code
+from .host import HOST_TEMPLATE, largest, workspace_code
 from .lower import lower_sdfg
 from .parts import block_scopes, in_part, scope_code, strategy
 from .rows import fuse_rows
@@ -347,8 +347,8 @@ def generate(
         kernel=kernel,
         params=", ".join(a.decl for a in host_params) or "void",
         work=f"cpufree_max_work({{{work}}})" if work != "0" else "0",
-        need_block=_largest(need_block),
-        dynamic_shared=_largest(need_shared),
+        need_block=largest(need_block),
+        dynamic_shared=largest(need_shared),
         workspace_size=ws_decl,
         workspace_bind=ws_bind,
         args=", ".join(f"(void *)&{a.name}" for a in args),
@@ -377,19 +377,9 @@ def generate(
         environments=tuple(environments),
         block_scopes=scopes,
         part_syncs=printer.part_syncs,
-        need_block=_largest(need_block),
-        dynamic_shared=_largest(need_shared),
+        need_block=largest(need_block),
+        dynamic_shared=largest(need_shared),
     )
-
-
-def _largest(expressions: list[str]) -> str:
-    """C++ of the largest of some constant expressions (sizes), ``0`` for none."""
-    unique = sorted(set(expressions))
-    if not unique:
-        return "0"
-    if len(unique) == 1:
-        return unique[0]
-    return "cpufree_largest({" + ", ".join(f"(long long)({e})" for e in unique) + "})"
 
 
 def kernel_environments(sdfg: dace.SDFG) -> list[str]:

@@ -71,6 +71,12 @@ class PersistentProgram:
         # per argument and per return, read off the SDFG once: DaCe's property access is slow per call
         self._dtypes = {a.name: np.dtype(a.desc.dtype.as_numpy_dtype()) for a in self._host_args if a.kind == "array"}
         self._symmetric = {a.name for a in self._host_args if a.kind == "array" and is_symmetric(a.desc)}
+        self._arg_kinds = {a.name: a for a in self._host_args}
+        self._arg_facts = {  # per array: its declared type (for errors) and rank
+            a.name: (f"{a.desc.dtype.to_string()}{list(a.desc.shape)}", len(self._dims.get(a.name, ())))
+            for a in self._host_args
+            if a.kind == "array"
+        }
         self._returns = [
             (n, np.dtype(d.dtype.as_numpy_dtype()))
             for n, d in sdfg.arrays.items()
@@ -88,8 +94,6 @@ class PersistentProgram:
         self._config_refs = tuple(ctypes.byref(c) for c in self._config)
         self.last_kernel_ms = float("nan")
         self.launch_config = (0, 0)
-        self._arg_facts = None  # see _check_values
-        self._arg_kinds = None
         self._shmem = attach_session(self._lib, source) if is_shmem_library(self._lib) else None
         facts = getattr(source, "channel", None)
         self._channel = (
@@ -283,16 +287,6 @@ class PersistentProgram:
         expects and the fix: a list for an array, a read-only array for a written one, a scalar of the wrong kind.
         An array with extra dimensions of size 1 (``(N, 1)`` for ``float64[N]``) is passed as a view without them,
         as upstream DaCe accepts it."""
-        if self._arg_facts is None:  # per array: (declared type text for errors, rank), made once
-            self._arg_facts = {
-                a.name: (
-                    f"{self.sdfg.arrays[a.name].dtype.to_string()}{list(self.sdfg.arrays[a.name].shape)}",
-                    len(self._dims.get(a.name, ())),
-                )
-                for a in self._host_args
-                if a.kind == "array"
-            }
-            self._arg_kinds = {a.name: a for a in self._host_args}
         kinds = self._arg_kinds
         for name, value in values.items():
             arg = kinds.get(name)

@@ -41,3 +41,11 @@ def update_and_dot(x: dace.float64[N], y: dace.float64[N], out: dace.float64[1])
             s >> out(1, lambda u, v: u + v)[0]  # noqa: F821
             b = 2.0 * a  # noqa: F821, F841
             s = a * a  # noqa: F821, F841
+
+
+BR, BM, BK, BN = (dace.symbol(s) for s in ("BR", "BM", "BK", "BN"))
+
+
+@dace.program
+def both_batched(A: dace.float64[BR, BM, BK], B: dace.float64[BR, BK, BN], C: dace.float64[BR, BM, BN]):
+    C[:] = A @ B  # a matrix per batch entry on both sides: DaCe's map of products (pure expansion)

@@ -1,5 +1,6 @@
 """Matrix products inside the persistent kernel: ``@`` on whole matrices becomes one ``cpufree::gemm`` call of all
-threads (cuBLASDx tiles, ``cpufree/gemm.cuh``); products inside maps keep DaCe's pure expansion."""
+threads (cuBLASDx tiles, ``cpufree/gemm.cuh``); a batch sharing one matrix is one call; a batch of matrix pairs
+keeps DaCe's pure expansion."""
 
 import re
 import subprocess
@@ -7,6 +8,7 @@ import subprocess
 import dace
 import numpy as np
 import pytest
+from programs import both_batched
 
 import dace_cpufree
 from dace_cpufree.errors import NotPersistableError
@@ -39,11 +41,6 @@ R, Q = (dace.symbol(s) for s in "RQ")
 @dace.program
 def batched(A: dace.float64[R, Q, K], B: dace.float64[K, N], C: dace.float64[R, Q, N]):
     C[:] = A @ B  # one matrix shared by the batch: one product of R * Q rows
-
-
-@dace.program
-def both_batched(A: dace.float64[R, M, K], B: dace.float64[R, K, N], C: dace.float64[R, M, N]):
-    C[:] = A @ B  # a matrix per batch entry on both sides: DaCe's pure expansion
 
 
 def _inputs(program, dtype=np.float64, m=37, n=29, k=41, seed=5):

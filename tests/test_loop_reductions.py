@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dace_cpufree
+from dace_cpufree.errors import NotPersistableError
 
 N = dace.symbol("N")
 
@@ -51,6 +52,27 @@ def damped(x: dace.float64[N], out: dace.float64[1]):
     out[0] = s
 
 
+@dace.program
+def index_read_after(x: dace.float64[N], out: dace.float64[2]):
+    s = 0.0
+    for i in range(N):
+        s = s + x[i]
+    out[0] = s
+    out[1] = x[i]  # Python: x[N - 1]; the compiled loop leaves i at N
+
+
+@dace.program
+def two_loops_one_name(x: dace.float64[N], out: dace.float64[2]):
+    s = 0.0
+    for i in range(N):
+        s = s + x[i]
+    t = 1.0
+    for i in range(N):
+        t = max(t, x[i])
+    out[0] = s
+    out[1] = t
+
+
 def _strategies(program) -> list[str]:
     return [step[1] for step in dace_cpufree.kernel_source(program).steps]
 
@@ -71,18 +93,26 @@ def _damped(x):
     return s
 
 
+def test_reading_the_loop_variable_after_the_loop_is_refused_with_the_line():
+    with pytest.raises(NotPersistableError, match=r"loop variable .i. is read after its loop at .*test_loop_red"):
+        dace_cpufree.kernel_source(index_read_after)
+
+
 REFERENCES = {  # NumPy, given the inputs: the expected last argument (or return value)
     "tanh_trace": lambda a: a + np.tanh(np.diagonal(a)).sum(),
     "product_of_scaled": lambda x, out: np.array([np.prod(1.0 + 0.01 * x)]),
     "largest_square": lambda x, out: np.array([np.max(x * x)]),
     "row_sums_in_a_loop": lambda a, out: np.exp(a).sum(axis=0),
     "damped": lambda x, out: np.array([_damped(x)]),
+    "two_loops_one_name": lambda x, out: np.array([x.sum(), max(1.0, x.max())]),
 }
 
 
 @pytest.mark.parametrize("order", ["forward", "shuffle"])
 @pytest.mark.parametrize(
-    "program", [tanh_trace, product_of_scaled, largest_square, row_sums_in_a_loop, damped], ids=lambda p: p.name
+    "program",
+    [tanh_trace, product_of_scaled, largest_square, row_sums_in_a_loop, damped, two_loops_one_name],
+    ids=lambda p: p.name,
 )
 def test_results_match_numpy_under_the_race_checker(program, order):
     rng = np.random.default_rng(3)
@@ -90,7 +120,7 @@ def test_results_match_numpy_under_the_race_checker(program, order):
     if program in (tanh_trace, row_sums_in_a_loop):
         args = [rng.standard_normal((n, n)), np.zeros(n)][: 1 if program is tanh_trace else 2]
     else:
-        args = [rng.standard_normal(n), np.zeros(1)]
+        args = [rng.standard_normal(n), np.zeros(2 if program is two_loops_one_name else 1)]
     want = REFERENCES[program.f.__name__](*[a.copy() for a in args])
     ret = dace_cpufree.compile(program, backend="emulate", race_check=order)(*args)
     np.testing.assert_allclose(ret if ret is not None else args[-1], want, rtol=1e-12, atol=1e-12)

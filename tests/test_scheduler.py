@@ -10,6 +10,7 @@ import types
 
 import dace
 import numpy as np
+import programs
 import pytest
 from test_emulate import check_against_numpy
 
@@ -153,8 +154,9 @@ def test_one_dimensional_maps_keep_one_grid_stride_loop():
 
 
 def test_a_product_inside_a_map_is_a_register_reduction_tiled_over_the_output_rows():
-    """doitgen's per-slice products (whole-matrix products are cpufree::gemm calls instead, tests/test_gemm.py)."""
-    src = dace_cpufree.kernel_source(KERNELS["doitgen"].program, scheduler="all")
+    """A batch with a matrix per entry on both sides is DaCe's map of products (whole-matrix products and batches
+    sharing one matrix are cpufree::gemm calls instead, tests/test_gemm.py)."""
+    src = dace_cpufree.kernel_source(programs.both_batched, scheduler="all")
     assert any("lanes over" in s and "register reduction" in s for _, s, _ in src.steps)
 
 

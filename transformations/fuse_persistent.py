@@ -81,6 +81,7 @@ class FusePersistentKernel(ppl.Pass):
 
     def apply_pass(self, sdfg: dace.SDFG, _: dict[str, Any]) -> int:
         prepare_block_scopes(sdfg)  # @mapgridscope: block functions inlined as marked states (done once)
+        check_loop_variables(sdfg)
         self._fuse(sdfg)
         check_persistable(sdfg)
         infer_connector_types(sdfg)
@@ -239,6 +240,35 @@ def _per_thread(nsdfg: nodes.NestedSDFG, state) -> bool:
     if not inside:
         return False
     return not any(isinstance(b, ReturnBlock) for b in nsdfg.sdfg.all_control_flow_blocks())
+
+
+def _within(block, region) -> bool:
+    while block is not None:
+        if block is region:
+            return True
+        block = block.parent_graph
+    return False
+
+
+def check_loop_variables(sdfg: dace.SDFG) -> None:
+    """Raises :class:`NotPersistableError` where a program reads a ``for`` loop's variable after the loop: Python
+    leaves it at the last value, DaCe's loop (upstream DaCe's code and the kernel alike) one step past it, so the
+    result would differ from NumPy without a word. A variable the program also assigns itself is left alone."""
+    for sd in sdfg.all_sdfgs_recursive():
+        assigned = {k for e in sd.all_interstate_edges() for k in e.data.assignments}
+        loops = [r for r in sd.all_control_flow_regions() if isinstance(r, LoopRegion) and r.loop_variable]
+        for var in {str(loop.loop_variable) for loop in loops} - assigned:
+            owners = [loop for loop in loops if str(loop.loop_variable) == var]
+            for state in sd.states():
+                if any(_within(state, loop) for loop in owners) or var not in map(str, state.free_symbols):
+                    continue
+                ends = [n for e in state.edges() if var in map(str, e.data.free_symbols) for n in (e.dst, e.src)]
+                where = next((w for w in map(_where, ends) if w), "")
+                raise NotPersistableError(
+                    f"the loop variable '{var}' is read after its loop{where}: Python leaves it at the last value, "
+                    f"the compiled loop one step past it. Fix: keep the value inside the loop (last = {var}), or "
+                    "compute it from the loop's bounds."
+                )
 
 
 def check_persistable(sdfg: dace.SDFG) -> None:

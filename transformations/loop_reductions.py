@@ -106,6 +106,8 @@ def match(loop: LoopRegion, sdfg: dace.SDFG) -> dict | None:
             return None
     except TypeError:
         return None
+    if _used_outside_loop(sdfg, loop, str(loop.loop_variable)):
+        return None  # the variable's last value is read after the loop: a map leaves none
     state = loop.nodes()[0]
     access = [n for n in state.nodes() if isinstance(n, nodes.AccessNode)]
     written = {n.data for n in access if state.in_degree(n) > 0}
@@ -171,6 +173,32 @@ def _match_acc(state: dace.SDFGState, sdfg: dace.SDFG, acc: str, written: set, r
         kind=kind,
         identity=identity,
     )
+
+
+def _inside(block, region) -> bool:
+    while block is not None:
+        if block is region:
+            return True
+        block = block.parent_graph
+    return False
+
+
+def _used_outside_loop(sdfg: dace.SDFG, loop: LoopRegion, var: str) -> bool:
+    """Whether ``var`` appears anywhere but in ``loop`` (conservative: another loop's variable of the same name
+    counts too)."""
+    for block in sdfg.all_control_flow_blocks():
+        if _inside(block, loop):
+            continue
+        if isinstance(block, dace.SDFGState):
+            if var in map(str, block.free_symbols):
+                return True
+        elif hasattr(block, "get_meta_codeblocks"):
+            for code in block.get_meta_codeblocks():
+                if var in map(str, code.get_free_symbols()):
+                    return True
+            if isinstance(block, LoopRegion) and str(block.loop_variable) == var:
+                return True
+    return any(var in map(str, e.data.free_symbols) for e in sdfg.all_interstate_edges())
 
 
 def _used_outside(sdfg: dace.SDFG, state: dace.SDFGState, data: str) -> bool:

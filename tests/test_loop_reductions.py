@@ -82,6 +82,10 @@ def test_folds_become_grid_reductions(program):
     assert any("grid-wide reduction" in s for s in _strategies(program)), _strategies(program)
 
 
+def test_two_loops_of_one_variable_name_both_fold():
+    assert sum("grid-wide reduction" in s for s in _strategies(two_loops_one_name)) == 2
+
+
 def test_loops_that_are_not_folds_stay_loops():
     assert not any("reduction" in s for s in _strategies(damped))
 

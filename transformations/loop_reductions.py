@@ -184,10 +184,11 @@ def _inside(block, region) -> bool:
 
 
 def _used_outside_loop(sdfg: dace.SDFG, loop: LoopRegion, var: str) -> bool:
-    """Whether ``var`` appears anywhere but in ``loop`` (conservative: another loop's variable of the same name
-    counts too)."""
+    """Whether ``var`` is used anywhere but in ``loop`` and in other loops that define a variable of the same name
+    (their uses are theirs; a read after a loop is refused before this pass, ``check_loop_variables``)."""
+    owners = [r for r in sdfg.all_control_flow_regions() if isinstance(r, LoopRegion) and str(r.loop_variable) == var]
     for block in sdfg.all_control_flow_blocks():
-        if _inside(block, loop):
+        if any(_inside(block, owner) for owner in owners):
             continue
         if isinstance(block, dace.SDFGState):
             if var in map(str, block.free_symbols):
@@ -196,9 +197,7 @@ def _used_outside_loop(sdfg: dace.SDFG, loop: LoopRegion, var: str) -> bool:
             for code in block.get_meta_codeblocks():
                 if var in map(str, code.get_free_symbols()):
                     return True
-            if isinstance(block, LoopRegion) and str(block.loop_variable) == var:
-                return True
-    return any(var in map(str, e.data.free_symbols) for e in sdfg.all_interstate_edges())
+    return any(var in map(str, e.data.free_symbols) or var in e.data.assignments for e in sdfg.all_interstate_edges())
 
 
 def _used_outside(sdfg: dace.SDFG, state: dace.SDFGState, data: str) -> bool:

@@ -19,10 +19,9 @@ from dace.sdfg.state import (
     ReturnBlock,
     SDFGState,
 )
-from dace.transformation.passes.analysis import loop_analysis
 
 from dace_cpufree.errors import NotPersistableError
-from dace_cpufree.vocabulary import BlockPart
+from dace_cpufree.vocabulary import BlockPart, loop_range
 
 from . import channel as chan
 from . import ir
@@ -114,13 +113,10 @@ def _in_part(items: list, part: BlockPart | None) -> list:
 
 def _trip_count(ctx: KernelContext, loop: LoopRegion) -> str | None:
     """C++ text of a loop's iteration count where DaCe's loop analysis finds its range, else ``None``."""
-    start, end, stride = (
-        loop_analysis.get_init_assignment(loop),
-        loop_analysis.get_loop_end(loop),
-        loop_analysis.get_loop_stride(loop),
-    )
-    if start is None or end is None or stride is None:
+    found = loop_range(loop)
+    if found is None:
         return None
+    start, end, stride = found
     return f"cpufree::channel::trip_count({cexpr(start)}, {cexpr(end)}, {cexpr(stride)})"
 
 

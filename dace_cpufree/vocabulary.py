@@ -33,6 +33,19 @@ N_PES_SYMBOL = "__cpufree_npes"
 PE_SYMBOLS = (PE_SYMBOL, N_PES_SYMBOL)
 
 
+def loop_range(loop) -> tuple | None:
+    """``(start, end, stride)`` of a ``LoopRegion`` (``end`` inclusive) where DaCe's loop analysis finds them, else
+    ``None``."""
+    from dace.transformation.passes.analysis import loop_analysis
+
+    found = (
+        loop_analysis.get_init_assignment(loop),
+        loop_analysis.get_loop_end(loop),
+        loop_analysis.get_loop_stride(loop),
+    )
+    return None if any(v is None for v in found) else found
+
+
 def is_symmetric(desc: dt.Data) -> bool:
     """Whether a container lives on the symmetric heap."""
     return desc.storage == SYMMETRIC_STORAGE

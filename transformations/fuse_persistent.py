@@ -24,7 +24,7 @@ from dace_cpufree.errors import NotPersistableError
 
 from .block_scopes import prepare_block_scopes, simplify
 from .expand_libraries import ExpandLibraryNodesToDataflow
-from .loop_reductions import LoopAccumulationToMap
+from .loop_reductions import LoopAccumulationToMap, inside
 from .program_order import accesses, conflict
 from .scaled_products import ScaleAfterProduct
 from .schedule import PERSISTENT_SCHEDULE
@@ -242,14 +242,6 @@ def _per_thread(nsdfg: nodes.NestedSDFG, state) -> bool:
     return not any(isinstance(b, ReturnBlock) for b in nsdfg.sdfg.all_control_flow_blocks())
 
 
-def _within(block, region) -> bool:
-    while block is not None:
-        if block is region:
-            return True
-        block = block.parent_graph
-    return False
-
-
 def check_loop_variables(sdfg: dace.SDFG) -> None:
     """Raises :class:`NotPersistableError` where a program reads a ``for`` loop's variable after the loop: Python
     leaves it at the last value, DaCe's loop (upstream DaCe's code and the kernel alike) one step past it, so the
@@ -260,7 +252,7 @@ def check_loop_variables(sdfg: dace.SDFG) -> None:
         for var in {str(loop.loop_variable) for loop in loops} - assigned:
             owners = [loop for loop in loops if str(loop.loop_variable) == var]
             for state in sd.states():
-                if any(_within(state, loop) for loop in owners) or var not in map(str, state.free_symbols):
+                if any(inside(state, loop) for loop in owners) or var not in map(str, state.free_symbols):
                     continue
                 ends = [n for e in state.edges() if var in map(str, e.data.free_symbols) for n in (e.dst, e.src)]
                 where = next((w for w in map(_where, ends) if w), "")

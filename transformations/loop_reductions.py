@@ -33,7 +33,8 @@ from dace import data as dt
 from dace import nodes
 from dace.sdfg.state import LoopRegion
 from dace.transformation import pass_pipeline as ppl
-from dace.transformation.passes.analysis import loop_analysis
+
+from dace_cpufree.vocabulary import loop_range
 
 #: operation of the folding tasklet -> (write-conflict resolution, identity; None: max/min, x <op> x == x)
 _FOLDS = {
@@ -94,13 +95,10 @@ def match(loop: LoopRegion, sdfg: dace.SDFG) -> dict | None:
     """What :func:`apply` needs, or ``None`` where the loop is not a pure accumulation."""
     if loop.loop_variable is None or len(loop.nodes()) != 1 or not isinstance(loop.nodes()[0], dace.SDFGState):
         return None
-    start, end, stride = (
-        loop_analysis.get_init_assignment(loop),
-        loop_analysis.get_loop_end(loop),
-        loop_analysis.get_loop_stride(loop),
-    )
-    if start is None or end is None or stride is None:
+    found = loop_range(loop)
+    if found is None:
         return None
+    start, end, stride = found
     try:
         if not bool(stride > 0):
             return None
@@ -175,7 +173,8 @@ def _match_acc(state: dace.SDFGState, sdfg: dace.SDFG, acc: str, written: set, r
     )
 
 
-def _inside(block, region) -> bool:
+def inside(block, region) -> bool:
+    """Whether a control-flow block lies in ``region`` (or is it)."""
     while block is not None:
         if block is region:
             return True
@@ -188,7 +187,7 @@ def _used_outside_loop(sdfg: dace.SDFG, loop: LoopRegion, var: str) -> bool:
     (their uses are theirs; a read after a loop is refused before this pass, ``check_loop_variables``)."""
     owners = [r for r in sdfg.all_control_flow_regions() if isinstance(r, LoopRegion) and str(r.loop_variable) == var]
     for block in sdfg.all_control_flow_blocks():
-        if any(_inside(block, owner) for owner in owners):
+        if any(inside(block, owner) for owner in owners):
             continue
         if isinstance(block, dace.SDFGState):
             if var in map(str, block.free_symbols):

@@ -339,16 +339,16 @@ def generate(
     items = list(ir.items(root))
     works = [i.work for i in items if i.executor == ir.Executor.GRID]
     work = "0" if not works or any(w is None for w in works) else " , ".join(f"(long long)({w})" for w in works)
-    need_block = [i.block_threads for i in items if i.block_threads]
-    need_shared = [i.dynamic_shared for i in items if i.dynamic_shared]
+    need_block = largest([i.block_threads for i in items if i.block_threads])
+    dynamic_shared = largest([i.dynamic_shared for i in items if i.dynamic_shared])
     ws_decl, ws_bind = workspace_code(args)
     host_params = [a for a in args if a.kind != "workspace"]
     code += HOST_TEMPLATE.format(
         kernel=kernel,
         params=", ".join(a.decl for a in host_params) or "void",
         work=f"cpufree_max_work({{{work}}})" if work != "0" else "0",
-        need_block=largest(need_block),
-        dynamic_shared=largest(need_shared),
+        need_block=need_block,
+        dynamic_shared=dynamic_shared,
         workspace_size=ws_decl,
         workspace_bind=ws_bind,
         args=", ".join(f"(void *)&{a.name}" for a in args),
@@ -377,8 +377,8 @@ def generate(
         environments=tuple(environments),
         block_scopes=scopes,
         part_syncs=printer.part_syncs,
-        need_block=largest(need_block),
-        dynamic_shared=largest(need_shared),
+        need_block=need_block,
+        dynamic_shared=dynamic_shared,
     )
 
 

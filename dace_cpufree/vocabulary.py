@@ -1,9 +1,11 @@
 """The words every layer of dace-cpufree shares: the schedule and storage types it registers with DaCe, the PE
-symbols, and which map parameter walks the contiguous dimension. Imports only DaCe, so that the frontend, the
+symbols, which map parameter walks the contiguous dimension, and small readings of an SDFG (a loop's range, a
+one-element container, a tasklet's single assignment). Imports only DaCe, so that the frontend, the
 passes, the code generator and the runtime can all use it without importing one another."""
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from dataclasses import dataclass
 
@@ -44,6 +46,22 @@ def loop_range(loop) -> tuple | None:
         loop_analysis.get_loop_stride(loop),
     )
     return None if any(v is None for v in found) else found
+
+
+def scalar_like(desc: dt.Data) -> bool:
+    """A scalar, or an array of one element in one dimension (how DaCe often keeps a Python scalar)."""
+    return isinstance(desc, dt.Scalar) or (isinstance(desc, dt.Array) and tuple(desc.shape) == (1,))
+
+
+def assigned_value(code: str) -> ast.expr | None:
+    """The right-hand side of tasklet code that is one assignment to one target (``out = ...``), else ``None``."""
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return None
+    if len(body) != 1 or not isinstance(body[0], ast.Assign) or len(body[0].targets) != 1:
+        return None
+    return body[0].value
 
 
 def is_symmetric(desc: dt.Data) -> bool:

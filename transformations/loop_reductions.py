@@ -29,12 +29,11 @@ import ast
 from typing import Any
 
 import dace
-from dace import data as dt
 from dace import nodes
 from dace.sdfg.state import LoopRegion
 from dace.transformation import pass_pipeline as ppl
 
-from dace_cpufree.vocabulary import loop_range
+from dace_cpufree.vocabulary import assigned_value, loop_range, scalar_like
 
 #: operation of the folding tasklet -> (write-conflict resolution, identity; None: max/min, x <op> x == x)
 _FOLDS = {
@@ -47,13 +46,7 @@ _FOLDS = {
 
 def _fold(code: str, acc: str) -> tuple[str, str] | None:
     """``(kind, other connector)`` when ``code`` is ``out = acc <op> other`` (either order) or ``max``/``min``."""
-    try:
-        body = ast.parse(code).body
-    except SyntaxError:
-        return None
-    if len(body) != 1 or not isinstance(body[0], ast.Assign) or len(body[0].targets) != 1:
-        return None
-    value = body[0].value
+    value = assigned_value(code)
     names = None
     kind = None
     if isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Mult)):
@@ -75,20 +68,8 @@ def _is_copy(tasklet: nodes.Tasklet) -> bool:
     """Whether the tasklet is ``out = in`` (one input, one output)."""
     if len(tasklet.in_connectors) != 1 or len(tasklet.out_connectors) != 1:
         return False
-    try:
-        body = ast.parse(tasklet.code.as_string).body
-    except SyntaxError:
-        return False
-    return (
-        len(body) == 1
-        and isinstance(body[0], ast.Assign)
-        and isinstance(body[0].value, ast.Name)
-        and body[0].value.id == next(iter(tasklet.in_connectors))
-    )
-
-
-def _scalar(desc) -> bool:
-    return isinstance(desc, dt.Scalar) or (isinstance(desc, dt.Array) and tuple(desc.shape) == (1,))
+    value = assigned_value(tasklet.code.as_string)
+    return isinstance(value, ast.Name) and value.id == next(iter(tasklet.in_connectors))
 
 
 def match(loop: LoopRegion, sdfg: dace.SDFG) -> dict | None:
@@ -113,7 +94,7 @@ def match(loop: LoopRegion, sdfg: dace.SDFG) -> dict | None:
     if any(not isinstance(n, (nodes.AccessNode, nodes.Tasklet)) for n in state.nodes()):
         return None
     # the accumulator: the one non-per-iteration container that is both read and written
-    candidates = [d for d in written & read if _scalar(sdfg.arrays[d])]
+    candidates = [d for d in written & read if scalar_like(sdfg.arrays[d])]
     for acc in candidates:
         found = _match_acc(state, sdfg, acc, written, read)
         if found is not None:
@@ -149,14 +130,14 @@ def _match_acc(state: dace.SDFGState, sdfg: dace.SDFG, acc: str, written: set, r
         node = outs[0].dst
         if isinstance(node, nodes.AccessNode) and node is not acc_write:
             desc = sdfg.arrays[node.data]
-            if not (desc.transient and _scalar(desc)) or state.in_degree(node) != 1:
+            if not (desc.transient and scalar_like(desc)) or state.in_degree(node) != 1:
                 return None
         elif isinstance(node, nodes.Tasklet) and not _is_copy(node):
             return None
     # everything else written: per-iteration transient scalars, written once here and used nowhere else
     for data in written - {acc}:
         desc = sdfg.arrays[data]
-        if not (desc.transient and _scalar(desc)):
+        if not (desc.transient and scalar_like(desc)):
             return None
         if sum(1 for n in state.data_nodes() if n.data == data) != 1:  # one node: no read of the previous value
             return None

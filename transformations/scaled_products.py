@@ -24,9 +24,7 @@ from dace import nodes
 from dace.libraries.blas.nodes.matmul import MatMul
 from dace.transformation import pass_pipeline as ppl
 
-
-def _scalar(desc) -> bool:
-    return isinstance(desc, dt.Scalar) or (isinstance(desc, dt.Array) and tuple(desc.shape) == (1,))
+from dace_cpufree.vocabulary import assigned_value, scalar_like
 
 
 def _written_anywhere(sdfg: dace.SDFG, name: str) -> bool:
@@ -56,14 +54,10 @@ def _scaling(state: dace.SDFGState, sdfg: dace.SDFG, t_node: nodes.AccessNode) -
     if len(body) != 1 or not isinstance(body[0], nodes.Tasklet) or len(state.out_edges(exit_)) != 1:
         return None
     tasklet = body[0]
-    try:
-        code = ast.parse(tasklet.code.as_string).body
-    except SyntaxError:
+    product = assigned_value(tasklet.code.as_string)
+    if not isinstance(product, ast.BinOp) or not isinstance(product.op, ast.Mult):
         return None
-    if len(code) != 1 or not isinstance(code[0], ast.Assign) or not isinstance(code[0].value, ast.BinOp):
-        return None
-    product = code[0].value
-    if not isinstance(product.op, ast.Mult) or not all(isinstance(v, ast.Name) for v in (product.left, product.right)):
+    if not all(isinstance(v, ast.Name) for v in (product.left, product.right)):
         return None
     inner = {e.dst_conn: e for e in state.in_edges(tasklet)}
     if set(inner) != {product.left.id, product.right.id} or len(inner) != 2:
@@ -72,7 +66,7 @@ def _scaling(state: dace.SDFGState, sdfg: dace.SDFG, t_node: nodes.AccessNode) -
     scale = operand = None
     for edge in inner.values():
         desc = sdfg.arrays[edge.data.data]
-        if _scalar(desc) and not _written_anywhere(sdfg, edge.data.data):
+        if scalar_like(desc) and not _written_anywhere(sdfg, edge.data.data):
             scale = edge
         elif edge.data.subset == out.subset and tuple(desc.shape) == tuple(t_desc.shape):
             operand = edge

@@ -10,8 +10,8 @@
 // CUDA: built on cuBLASDx (wheel nvidia-mathdx; its headers and the CUTLASS/CuTe copy it ships must be on
 // the include path, and cuBLASDx needs nvcc's --expt-relaxed-constexpr). Each block computes output tiles
 // (grid-stride over tiles), staging A and B tiles through a multi-stage cp.async pipeline in dynamic shared
-// memory (the launcher sizes it from gemm_shared_bytes), and cuBLASDx's block GEMM accumulates in registers: FP64 runs on the DMMA tensor cores (sm_80+),
-// FP32 on FFMA as cuBLAS does by default (no TF32). When the output tiles would leave the grid's last wave of
+// memory (the launcher sizes it from gemm_shared_bytes), and cuBLASDx's block GEMM accumulates in registers:
+// FP64 runs on the DMMA tensor cores (sm_80+), FP32 on FFMA as cuBLAS does by default (no TF32). When the output tiles would leave the grid's last wave of
 // blocks mostly idle (or there are fewer tiles than blocks), K is split over blocks: C is first scaled by beta,
 // one grid sync, then the partial products are added atomically (so results may then differ from run to run
 // in the last bits).
@@ -181,7 +181,6 @@ __device__ inline Schedule make_schedule(long long M, long long N, long long K, 
             if (8 * units >= 7 * waves * blocks) break;
         }
     }
-    if (s.splits < 1) s.splits = 1;
     s.k_tiles_per_split = (s.k_tiles + s.splits - 1) / s.splits;
     return s;
 }

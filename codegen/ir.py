@@ -78,6 +78,8 @@ class Loop:
     body: Seq
     inverted: bool = False
     update_before_condition: bool = True
+    # the symbols that interstate assignments inside the loop set (loop variables aside)
+    assigned: frozenset = frozenset()
 
 
 @dataclass(eq=False)

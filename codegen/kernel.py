@@ -12,7 +12,7 @@ from dace.sdfg import nodes
 from dace_cpufree.errors import CpufreeError
 
 from . import channel as chan
-from . import ir
+from . import ir, serial
 from .captures import apart, pass_pointers
 from .concurrency import split_independent
 from .context import KernelContext, symbol_ctype
@@ -285,6 +285,13 @@ def generate(
     # the channel: its host callbacks are marked on their tasklets (chan.program_calls)
     facts = chan.facts(channel, chan.program_calls(sdfg)) if channel is not None else None
     root = lower_sdfg(ctx, channel, facts)
+    serial_globals = (
+        []
+        if facts is not None
+        else serial.collapse(  # the channel's cancel points are grid-wide
+            root, lambda loop: Printer(race_check=race_check).node(loop, 0), lambda s: symbol_ctype(sdfg, s)
+        )
+    )
     fuse_rows(root)
     if concurrent_steps:
         split_independent(root, 1 + max((i.part.scope for i in ir.items(root) if i.part is not None), default=-1))
@@ -325,6 +332,7 @@ def generate(
     code = KERNEL_TEMPLATE.format(
         includes="".join(f"#include <{h}>\n" for h in headers),
         globals=scope_globals
+        + "".join(d + "\n" for d in serial_globals)
         + (chan.prelude(facts) if facts is not None else "")
         + (f"__device__ unsigned long long cpufree_step_times[CPUFREE_TIMES_BLOCKS][{nseg} + 2];\n\n" if timed else ""),
         sdfg=sdfg.name,

@@ -152,7 +152,15 @@ def _lower_loop(ctx: KernelContext, loop: LoopRegion, channel: Channel | None = 
         lower_region(ctx, loop, channel),
         inverted=loop.inverted,
         update_before_condition=loop.update_before_condition,
+        assigned=_assigned(loop),
     )
+
+
+def _assigned(loop: LoopRegion) -> frozenset:
+    """The symbols that interstate edges inside ``loop`` assign, except loop variables (a for loop's variable is
+    not read after its loop: ``check_loop_variables`` refuses that)."""
+    variables = {str(r.loop_variable) for r in loop.all_control_flow_regions() if isinstance(r, LoopRegion)}
+    return frozenset(str(s) for e in loop.all_interstate_edges() for s in e.data.assignments) - variables
 
 
 def lower_region(ctx: KernelContext, region: ControlFlowRegion, channel: Channel | None = None) -> ir.Seq:

@@ -21,6 +21,15 @@ copies before every call), CUDA events around the call, the median of ``REPEATS`
 over 50 ms) after a warm-up. A
 baseline's result is validated like ours; one that fails or differs is reported with its reason, not timed.
 
+With ``--jobs N`` (N > 1), a first phase does every benchmark's CPU work in N processes side by side, each with
+the ``--timeout``: NPBench's inputs and NumPy reference outputs, saved in the harness's cache
+(``<cache>/foreign_references``, keyed by the benchmark, the preset, the NumPy and init sources, the bench_info
+entry and NumPy's version), our library built into dace-cpufree's build cache (:func:`dace_cpufree.prebuild`) and,
+with ``--speed``, upstream DaCe's build. Nothing runs on the GPU there and nothing is classified there: the second
+phase is the serial run above, each process loading the saved reference (computing it again if the file cannot be
+read) and finding the builds done, so its timings are not disturbed. A saved reference is used whenever it is
+present, ``--jobs 1`` included.
+
 Nothing of NPBench is copied into this repository: the checkout is read where it is.
 """
 
@@ -33,13 +42,18 @@ import importlib
 import inspect
 import json
 import os
+import pickle
 import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+
+from npbench_runs.results import cache_dir
 
 CLASSES = ("validated", "wrong", "race", "refused", "frontend", "build", "run", "crash", "timeout")
 
@@ -102,14 +116,21 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {first}"[:300]
 
 
-def run_one(root: Path, name: str, preset: str, backend: str, race_check: bool = False, speed: int = 0) -> dict:
-    """Classifies one benchmark in this process (see the module doc); with ``speed`` (a number of timed calls)
-    and a validated program on the GPU, adds the ``speed`` row (:func:`measure_speed`)."""
-    import dace_cpufree
+def reference_path(root: Path, name: str, info: dict, preset: str) -> Path:
+    """Where the saved inputs and NumPy outputs of ``name`` at ``preset`` live: keyed by the bench_info entry (the
+    preset's parameters among it), the NumPy implementation's and ``initialize``'s sources and NumPy's version."""
+    folder = root / "npbench" / "benchmarks" / info["relative_path"]
+    digest = hashlib.sha256(json.dumps([name, preset, info, np.__version__], sort_keys=True).encode())
+    for suffix in ("", "_numpy"):
+        source = folder / f"{info['module_name']}{suffix}.py"
+        digest.update(b"\0" + (source.read_bytes() if source.exists() else b""))
+    return cache_dir() / "foreign_references" / f"{name}-{preset}-{digest.hexdigest()[:16]}.pkl"
 
-    info = benchmarks(root)[name]
-    params = info["parameters"][preset]
-    data = dict(params)
+
+def compute_reference(root: Path, info: dict, preset: str) -> tuple[dict, list]:
+    """NPBench's inputs of the preset (parameters and ``initialize``'s outputs) and the NumPy implementation's
+    outputs on copies of them."""
+    data = dict(info["parameters"][preset])
     if info.get("init"):  # some benchmarks take their parameters only (mandelbrot)
         init_fn = getattr(_module(root, info, ""), info["init"]["func_name"])
         outs = init_fn(*[data[a] for a in info["init"]["input_args"]])
@@ -119,7 +140,47 @@ def run_one(root: Path, name: str, preset: str, backend: str, race_check: bool =
     numpy_impl = getattr(_module(root, info, "_numpy"), info["func_name"])
     with np.errstate(all="ignore"):
         ref = _outputs(numpy_impl(*[ref_data[a] for a in info["input_args"]]), ref_data, info)
+    return data, ref
+
+
+def save_reference(path: Path, data: dict, ref: list) -> None:
+    """Written whole or not at all: a process stopped mid-write leaves no file under ``path``'s name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        pickle.dump({"data": data, "ref": ref}, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+
+
+def load_reference(path: Path) -> tuple[dict, list] | None:
+    """The saved inputs and outputs, or ``None`` when there are none or the file cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            saved = pickle.load(f)
+        return saved["data"], saved["ref"]
+    except Exception:  # absent, partial or from an incompatible version: computed again
+        return None
+
+
+def reference(root: Path, name: str, info: dict, preset: str) -> tuple[dict, list, bool]:
+    """``(data, ref, cached)``: the saved reference where there is one, else computed here (and not saved)."""
+    saved = load_reference(reference_path(root, name, info, preset))
+    if saved is not None:
+        return *saved, True
+    return *compute_reference(root, info, preset), False
+
+
+def run_one(root: Path, name: str, preset: str, backend: str, race_check: bool = False, speed: int = 0) -> dict:
+    """Classifies one benchmark in this process (see the module doc); with ``speed`` (a number of timed calls)
+    and a validated program on the GPU, adds the ``speed`` row (:func:`measure_speed`)."""
+    import dace_cpufree
+
+    info = benchmarks(root)[name]
+    params = info["parameters"][preset]
+    t0 = time.perf_counter()
+    data, ref, cached = reference(root, name, info, preset)
     report = {"name": name, "preset": preset, "backend": backend + (" race-check" if race_check else "")}
+    report.update(reference="cache" if cached else "computed", reference_s=time.perf_counter() - t0)
     t0 = time.perf_counter()
     try:
         program = getattr(_module(root, info, "_dace"), info["func_name"])
@@ -206,15 +267,9 @@ def measure_speed(root: Path, info: dict, program, run, data: dict, params: dict
     except Exception as err:  # no CuPy implementation in this checkout
         row["cupy_ms"], row["cupy_error"] = None, _first_line(err)
     try:
-        from types import SimpleNamespace
-
         from npbench_runs.frameworks import UpstreamDaCeFramework, infer_symbols
 
-        source = Path(inspect.getsourcefile(program.f)).read_bytes()
-        module = SimpleNamespace(  # built once per source text, then loaded from the harness's cache
-            NAME=info["module_name"], program=program, __name__=hashlib.sha256(source).hexdigest()
-        )
-        compiled = UpstreamDaCeFramework("dace_gpu", ()).prepare(module).compiled
+        compiled = UpstreamDaCeFramework("dace_gpu", ()).prepare(upstream_module(info, program)).compiled
         given = {k: v for k, v in sizes.items() if k in compiled.sdfg.free_symbols}  # NPBench passes its sizes
 
         def call(args: dict):
@@ -225,6 +280,119 @@ def measure_speed(root: Path, info: dict, program, run, data: dict, params: dict
     except Exception as err:  # upstream DaCe's own failure
         row["dace_gpu_ms"], row["dace_gpu_error"] = None, _first_line(err)
     return row
+
+
+def upstream_module(info: dict, program) -> SimpleNamespace:
+    """The DaCe program as :class:`~npbench_runs.frameworks.UpstreamDaCeFramework` takes a kernel module: built
+    once per source text, then loaded from the harness's cache."""
+    source = Path(inspect.getsourcefile(program.f)).read_bytes()
+    return SimpleNamespace(NAME=info["module_name"], program=program, __name__=hashlib.sha256(source).hexdigest())
+
+
+def _step(label: str, work) -> list:
+    """``[label, seconds, note]`` of ``work()``: its answer as the note, or the first line of its error."""
+    t0 = time.perf_counter()
+    try:
+        note = work() or ""
+    except Exception as err:  # met again, and classified, in the serial run
+        note = "failed: " + _first_line(err)
+    return [label, time.perf_counter() - t0, note]
+
+
+def save_reference_once(root: Path, name: str, info: dict, preset: str) -> str:
+    """Computes and saves the reference where none is saved: ``"cached"`` or ``"computed"``."""
+    path = reference_path(root, name, info, preset)
+    if path.exists():
+        return "cached"
+    save_reference(path, *compute_reference(root, info, preset))
+    return "computed"
+
+
+def _program(root: Path, info: dict):
+    return getattr(_module(root, info, "_dace"), info["func_name"])
+
+
+def _build_ours(root: Path, info: dict, backend: str, race_check: bool) -> str:
+    import dace_cpufree
+
+    dace_cpufree.prebuild(_program(root, info), backend=backend, race_check=race_check)  # compile's options
+    return ""
+
+
+def _build_upstream(info: dict, program) -> str:
+    from npbench_runs.frameworks import UpstreamDaCeFramework
+
+    built = UpstreamDaCeFramework("dace_gpu", ()).build(upstream_module(info, program))
+    return "cached" if built["cached"] else ""
+
+
+def prepare_one(root: Path, name: str, preset: str, backend: str, race_check: bool = False, speed: int = 0) -> dict:
+    """The CPU work of one benchmark ahead of its run, on no GPU: the reference saved (see :func:`reference_path`),
+    our library built into dace-cpufree's build cache and, with ``speed`` on the GPU backend, upstream DaCe's build.
+    Errors are only noted: the serial run meets them again and classifies them."""
+    info = benchmarks(root)[name]
+    steps = [_step("reference", lambda: save_reference_once(root, name, info, preset))]
+    steps.append(_step("ours", lambda: _build_ours(root, info, backend, race_check)))
+    ours_built = not steps[-1][2].startswith("failed")
+    if speed and backend == "cuda" and ours_built:
+        steps.append(_step("upstream DaCe", lambda: _build_upstream(info, _program(root, info))))
+    return {"name": name, "steps": steps}
+
+
+def _command(root: Path, name: str, preset: str, backend: str, race_check: bool, speed: int) -> list[str]:
+    cmd = [sys.executable, "-m", "npbench_runs.foreign", "--one", name, "--npbench", str(root)]
+    cmd += ["--preset", preset, "--backend", backend] + (["--race-check"] if race_check else [])
+    return cmd + (["--speed", str(speed)] if speed else [])
+
+
+def _threads_each(jobs: int) -> dict:
+    """BLAS/OpenMP threads of each of ``jobs`` processes side by side, where the environment sets none: the cores
+    shared out, so that NumPy's references do not oversubscribe them."""
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    return {k: threads for k in names if k not in os.environ}
+
+
+def prepare_all(
+    root: Path,
+    names,
+    preset: str,
+    backend: str,
+    timeout: float,
+    jobs: int,
+    progress=print,
+    race_check: bool = False,
+    speed: int = 0,
+) -> list:
+    """:func:`prepare_one` of every benchmark, ``jobs`` processes at a time, each with the time limit; a line per
+    benchmark as it ends."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **_threads_each(jobs))
+
+    def one(name: str) -> dict:
+        t0 = time.perf_counter()
+        cmd = _command(root, name, preset, backend, race_check, speed) + ["--prepare"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+            line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
+            tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            row = (
+                json.loads(line) if proc.returncode == 0 and line else {"note": f"exit {proc.returncode}: {tail[:250]}"}
+            )
+        except subprocess.TimeoutExpired:
+            row = {"note": f"no answer within {timeout:.0f} s"}
+        row.update(name=name, seconds=time.perf_counter() - t0)
+        progress(f"prepared {name:<28} {row['seconds']:7.1f} s  {_steps_line(row)}")
+        return row
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, names))
+
+
+def _steps_line(row: dict) -> str:
+    """``reference 1.2 s (computed), ours 14.0 s, ...``, or why the process gave no answer."""
+    if "steps" not in row:
+        return row.get("note", "")
+    return ", ".join(f"{label} {s:.1f} s" + (f" ({note[:100]})" if note else "") for label, s, note in row["steps"])
 
 
 def run_all(
@@ -243,9 +411,7 @@ def run_all(
     results = [] if into is None else into
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     for name in names:
-        cmd = [sys.executable, "-m", "npbench_runs.foreign", "--one", name, "--npbench", str(root)]
-        cmd += ["--preset", preset, "--backend", backend] + (["--race-check"] if race_check else [])
-        cmd += ["--speed", str(speed)] if speed else []
+        cmd = _command(root, name, preset, backend, race_check, speed)
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -318,6 +484,15 @@ def summary(results: list) -> str:
     return ", ".join(f"{n} {c}" for c, n in counts.items() if n) + f" (of {len(results)})"
 
 
+def reference_summary(results: list) -> str:
+    """``references: 3 from the cache (0.1 s), 1 computed (2.3 s)``: where each program's reference came from."""
+    parts = []
+    for how, label in (("cache", "from the cache"), ("computed", "computed")):
+        rows = [r for r in results if r.get("reference") == how]
+        parts.append(f"{len(rows)} {label} ({sum(r['reference_s'] for r in rows):.1f} s)")
+    return "references: " + ", ".join(parts)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m npbench_runs foreign", description=__doc__.split("\n")[0])
     parser.add_argument("--npbench", help="an NPBench checkout (has bench_info/ and npbench/)")
@@ -338,8 +513,18 @@ def main(argv=None) -> int:
         help="GPU only: time each validated program (median of REPEATS calls) next to NPBench's CuPy version and "
         "upstream DaCe on the GPU",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="N > 1: first do every benchmark's CPU work in N processes side by side (NumPy references saved in the "
+        "harness's cache, our library and, with --speed, upstream DaCe built), then run, validate and time them one "
+        "at a time as with 1 (default 1: one at a time only)",
+    )
     parser.add_argument("--table", nargs="+", metavar="JSON", help="print the speed table of these result files")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)  # with --one: its CPU work only
     args = parser.parse_args(argv)
     if args.table:  # later files' rows replace earlier ones of the same program
         rows = {r["name"]: r for f in args.table for r in json.loads(Path(f).read_text())}
@@ -354,13 +539,22 @@ def main(argv=None) -> int:
         parser.error("--race-check runs in the host emulation: use it with --backend emulate")
     if args.speed and args.backend != "cuda":
         parser.error("--speed times programs on the GPU: use it with --backend cuda")
+    if args.jobs < 1:
+        parser.error("--jobs takes a number of processes, 1 or more")
     if args.one:
-        print(json.dumps(run_one(root, args.one, args.preset, args.backend, args.race_check, args.speed)))
+        one = prepare_one if args.prepare else run_one
+        print(json.dumps(one(root, args.one, args.preset, args.backend, args.race_check, args.speed)))
         return 0
     names = args.benchmarks or list(benchmarks(root))
     unknown = sorted(set(names) - set(benchmarks(root)))
     if unknown:
         parser.error(f"no DaCe benchmark named {', '.join(unknown)} in {root}")
+    if args.jobs > 1:
+        t0 = time.perf_counter()
+        kwargs = dict(race_check=args.race_check, speed=args.speed)
+        kwargs.update(progress=lambda line: print(line, flush=True))
+        prepare_all(root, names, args.preset, args.backend, args.timeout, args.jobs, **kwargs)
+        print(f"prepared {len(names)} benchmarks in {time.perf_counter() - t0:.1f} s ({args.jobs} jobs)", flush=True)
     results = []
 
     def progress(line: str) -> None:  # the JSON file is rewritten after each program: a stopped run keeps its rows
@@ -380,6 +574,7 @@ def main(argv=None) -> int:
         speed=args.speed,
     )
     print(summary(results))
+    print(reference_summary(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 1 if args.strict and any(r["class"] in ("wrong", "race") for r in results) else 0

@@ -1,13 +1,15 @@
 """``python -m npbench_runs foreign``: NPBench's own programs through the compiler, classified as NPBench validates.
 
 The harness is tested on a small tree laid out as NPBench lays out its benchmarks (written here: one program that
-validates, one whose result differs from its NumPy version, one the compiler refuses). Where an NPBench checkout
-is present (``NPBENCH_DIR``, else ``/work/npbench``), its own programs run too: none may be wrong, and the ones
-listed in ``VALIDATE`` must validate.
+validates, one whose result differs from its NumPy version, one the compiler refuses), with ``--jobs`` too, and
+with the references that ``--jobs`` saves (another preset or source gets another file; a saved one is used). Where
+an NPBench checkout is present (``NPBENCH_DIR``, else ``/work/npbench``), its own programs run too: none may be
+wrong, and the ones listed in ``VALIDATE`` must validate.
 """
 
 import json
 import os
+import sys
 import textwrap
 from pathlib import Path
 
@@ -62,13 +64,18 @@ def _benchmark(root: Path, name: str, second: str, extra: str = "") -> None:
 
 
 @pytest.fixture(scope="module")
-def fake_results(tmp_path_factory):
+def fake_tree(tmp_path_factory):
     root = tmp_path_factory.mktemp("npbench")
     _benchmark(root, "good", "0.5 * (B[:-2] + B[2:])")
     _benchmark(root, "off", "0.5 * (B[:-2] + B[2:]) + 1e-3")
     _benchmark(root, "talks", "0.5 * (B[:-2] + B[2:])", extra="print(A)\n")  # an array to the host: refused
+    return root
+
+
+@pytest.fixture(scope="module")
+def fake_results(fake_tree, tmp_path_factory):
     out = tmp_path_factory.mktemp("out") / "results.json"
-    assert foreign.main(["--npbench", str(root), "--json", str(out), "--timeout", "300"]) == 0
+    assert foreign.main(["--npbench", str(fake_tree), "--json", str(out), "--timeout", "300"]) == 0
     return {r["name"]: r for r in json.loads(out.read_text())}
 
 
@@ -86,6 +93,68 @@ def test_a_refused_program_names_the_construct(fake_results):
     talks = fake_results["talks"]
     assert talks["class"] == "refused", talks
     assert "NotPersistableError" in talks["reason"]
+
+
+def _npbench_modules() -> dict:
+    return {k: m for k, m in sys.modules.items() if k == "npbench" or k.startswith("npbench.")}
+
+
+@pytest.fixture
+def reference_cache(tmp_path, monkeypatch):
+    """A cache of its own; the fake tree's ``npbench`` package imported in this process, with no other one imported
+    or on the path before it and forgotten afterwards (a process imports one tree's)."""
+    monkeypatch.setenv("NPBENCH_RUNS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not Path(p or ".", "npbench", "__init__.py").exists()])
+    before = _npbench_modules()
+    for name in before:
+        del sys.modules[name]
+    yield tmp_path / "cache" / "foreign_references"
+    for name in _npbench_modules():
+        del sys.modules[name]
+    sys.modules.update(before)
+
+
+def test_the_reference_key_follows_the_preset_its_sizes_and_the_numpy_source(fake_tree, reference_cache):
+    info = foreign.benchmarks(fake_tree)["good"]
+    path = foreign.reference_path(fake_tree, "good", info, "S")
+    assert path.parent == reference_cache and path == foreign.reference_path(fake_tree, "good", info, "S")
+    assert foreign.reference_path(fake_tree, "good", info, "L") != path  # the same sizes under another preset
+    bigger = {**info, "parameters": {**info["parameters"], "S": {"TSTEPS": 3, "N": 41}}}
+    assert foreign.reference_path(fake_tree, "good", bigger, "S") != path
+    numpy_file = fake_tree / "npbench" / "benchmarks" / "fake" / "good" / "good_numpy.py"
+    source = numpy_file.read_text()
+    try:
+        numpy_file.write_text(source + "\n# changed\n")
+        assert foreign.reference_path(fake_tree, "good", info, "S") != path
+    finally:
+        numpy_file.write_text(source)
+
+
+def test_a_saved_reference_is_used_and_an_unreadable_one_computed_again(fake_tree, reference_cache):
+    info = foreign.benchmarks(fake_tree)["good"]
+    assert foreign.save_reference_once(fake_tree, "good", info, "S") == "computed"
+    assert foreign.save_reference_once(fake_tree, "good", info, "S") == "cached"
+    path = foreign.reference_path(fake_tree, "good", info, "S")
+    data, ref = foreign.load_reference(path)
+    assert foreign.run_one(fake_tree, "good", "S", "emulate")["reference"] == "cache"
+    foreign.save_reference(path, data, [r + 1.0 for r in ref])  # a saved answer that differs: the run compares to it
+    shifted = foreign.run_one(fake_tree, "good", "S", "emulate")
+    assert shifted["reference"] == "cache" and shifted["class"] == "wrong", shifted
+    path.write_bytes(b"not a pickle")
+    again = foreign.run_one(fake_tree, "good", "S", "emulate")
+    assert again["reference"] == "computed" and again["class"] == "validated", again
+
+
+def test_jobs_prepare_first_then_classify_as_one_at_a_time(fake_tree, reference_cache, tmp_path, capsys):
+    out = tmp_path / "results.json"
+    argv = ["--npbench", str(fake_tree), "--json", str(out), "--timeout", "300", "--benchmarks", "good", "off"]
+    assert foreign.main(argv + ["--jobs", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "prepared good" in printed and "reference" in printed and "prepared 2 benchmarks" in printed
+    rows = {r["name"]: r for r in json.loads(out.read_text())}
+    assert rows["good"]["class"] == "validated" and rows["off"]["class"] == "wrong", rows
+    assert all(r["reference"] == "cache" for r in rows.values()) and len(list(reference_cache.iterdir())) == 2
+    assert "references: 2 from the cache" in printed
 
 
 def test_npbench_validation_broadcasts_a_scalar_return_like_npbench():

@@ -1,4 +1,4 @@
-"""Programs that apply one NumPy function each (tests/test_math_functions.py): what DaCe's unparser turns them
+"""Programs that apply one NumPy function each (tests/codegen/test_math_functions.py): what DaCe's unparser turns them
 into, with NumPy's answer as the function's Python body run on NumPy arrays."""
 
 import dace

@@ -49,3 +49,26 @@ BR, BM, BK, BN = (dace.symbol(s) for s in ("BR", "BM", "BK", "BN"))
 @dace.program
 def both_batched(A: dace.float64[BR, BM, BK], B: dace.float64[BR, BK, BN], C: dace.float64[BR, BM, BN]):
     C[:] = A @ B  # a matrix per batch entry on both sides: DaCe's map of products (pure expansion)
+
+
+@dace.program
+def boundary_copies(p: dace.float64[N, N]):
+    """Copies between two regions of one array (the direction DaCe records on the memlet)."""
+    p[0, :] = p[1, :]
+    p[:, -1] = p[:, -2]
+    p[-1, :] = p[-2, :]
+    p[:, 0] = p[:, 1]
+
+
+M, SK = dace.symbol("M"), dace.symbol("K")
+
+
+@dace.program
+def softmax_f64(x: dace.float64[N, M, SK, SK]):
+    tmp_max = np.max(x, axis=-1)
+    tmp_out = np.exp(x - tmp_max[:, :, :, np.newaxis])
+    tmp_sum = np.sum(tmp_out, axis=-1)
+    return tmp_out / tmp_sum[:, :, :, np.newaxis]
+
+
+SOFTMAX_PAPER = dict(N=64, H=16, SM=512)  # NPBench's softmax at its paper preset

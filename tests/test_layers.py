@@ -109,7 +109,10 @@ def test_tests_and_benchmarks_import_the_installed_package_names():
     registers the SHMEM library nodes and frontend calls a second time, with classes the passes do not know."""
     bare = tuple(FOLDERS) + tuple(f"{f}." for f in FOLDERS)
     offenders = []
-    for folder in ("tests", "npbench_runs", "npbench_runs/multigpu", "npbench_runs/solvers", "dace_cpufree"):
+    tests = ["tests"] + sorted(
+        str(d.relative_to(ROOT)) for d in (ROOT / "tests").iterdir() if d.is_dir() and d.name[0] != "_"
+    )
+    for folder in tests + ["npbench_runs", "npbench_runs/multigpu", "npbench_runs/solvers", "dace_cpufree"]:
         for path in _sources(folder):
             for name in _imports(path, folder.replace("/", ".")):
                 if name in FOLDERS or name.startswith(bare):

@@ -9,19 +9,12 @@ import dace
 import numpy as np
 import pytest
 from dace_cpufree.transformations.program_order import accesses
+from programs import boundary_copies
 
 import dace_cpufree
 from dace_cpufree.memlets import ends
 
 N = dace.symbol("N")
-
-
-@dace.program
-def boundary_copies(p: dace.float64[N, N]):
-    p[0, :] = p[1, :]
-    p[:, -1] = p[:, -2]
-    p[-1, :] = p[-2, :]
-    p[:, 0] = p[:, 1]
 
 
 @dace.program

@@ -1,7 +1,7 @@
 """A failed build names the compiler's first error, the generated line, its step and the program line."""
 
 import pytest
-from test_copies import boundary_copies
+from programs import boundary_copies
 
 import dace_cpufree
 from dace_cpufree import api
@@ -54,11 +54,11 @@ def test_compile_adds_the_program_line_of_the_failing_step(monkeypatch):
     """The generator records the program line of each step; a build error in a step is reported with it."""
     source = dace_cpufree.kernel_source(boundary_copies)
     step, where = next(iter(source.step_sources.items()))
-    assert "test_copies.py:" in where and where.rsplit(":", 1)[1].isdigit()
+    assert "programs.py:" in where and where.rsplit(":", 1)[1].isdigit()
 
     def failing_build(code, name, backend, **flags):
         raise BuildError("g++ failed on the generated code", first_error="error: x", step=step)
 
     monkeypatch.setattr(api, "build", failing_build)
-    with pytest.raises(BuildError, match=r"program line of that step: .*test_copies\.py:\d+"):
+    with pytest.raises(BuildError, match=r"program line of that step: .*programs\.py:\d+"):
         dace_cpufree.compile(boundary_copies, backend="emulate")

@@ -12,7 +12,8 @@ import dace
 import numpy as np
 import programs
 import pytest
-from test_emulate import check_against_numpy
+from helpers import check_against_numpy
+from programs import SOFTMAX_PAPER, softmax_f64
 
 import dace_cpufree
 from dace_cpufree.errors import CpufreeError
@@ -30,17 +31,6 @@ def scale_2d(A: dace.float64[N, M], B: dace.float64[N, M]):
 @dace.program
 def scale_5d(A: dace.float64[N, M, K, L, P], B: dace.float64[N, M, K, L, P]):
     B[:] = A + 1.0
-
-
-@dace.program
-def softmax_f64(x: dace.float64[N, M, K, K]):
-    tmp_max = np.max(x, axis=-1)
-    tmp_out = np.exp(x - tmp_max[:, :, :, np.newaxis])
-    tmp_sum = np.sum(tmp_out, axis=-1)
-    return tmp_out / tmp_sum[:, :, :, np.newaxis]
-
-
-SOFTMAX_PAPER = dict(N=64, H=16, SM=512)
 
 
 def _kernel(code: str) -> str:
@@ -155,7 +145,7 @@ def test_one_dimensional_maps_keep_one_grid_stride_loop():
 
 def test_a_product_inside_a_map_is_a_register_reduction_tiled_over_the_output_rows():
     """A batch with a matrix per entry on both sides is DaCe's map of products (whole-matrix products and batches
-    sharing one matrix are cpufree::gemm calls instead, tests/test_gemm.py)."""
+    sharing one matrix are cpufree::gemm calls instead, tests/transformations/test_gemm.py)."""
     src = dace_cpufree.kernel_source(programs.both_batched, scheduler="all")
     assert any("lanes over" in s and "register reduction" in s for _, s, _ in src.steps)
 

@@ -6,7 +6,7 @@ Run them under a timeout (a deadlocked persistent kernel hangs): ``timeout 600 p
 import types
 
 import pytest
-from test_emulate import check_against_numpy
+from helpers import check_against_numpy
 
 from npbench_runs.kernels import KERNELS
 
@@ -80,7 +80,7 @@ def test_static_tiles_match_numpy_on_gpu(name):
 def test_softmax_at_npbench_paper_size(dtype, specialize):
     """64x16x512x512, where upstream DaCe 2.0.0b1 hit an illegal memory access on the H200."""
     import numpy as np
-    from test_scheduler import SOFTMAX_PAPER, softmax_f64
+    from programs import SOFTMAX_PAPER, softmax_f64
 
     module = KERNELS["softmax"]
     if dtype == "float64":

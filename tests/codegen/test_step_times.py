@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from test_emulate import check_against_numpy
+from helpers import check_against_numpy
 
 import dace_cpufree
 from dace_cpufree.runtime import build

@@ -61,9 +61,7 @@ def test_many_functions_in_one_kernel_match_numpy_in_the_emulation():
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize(
-    "program", [mp.many, mp.ufuncs, mp.single_precision, mp.small_integers], ids=lambda p: p.name
-)
+@pytest.mark.parametrize("program", [mp.many, mp.ufuncs, mp.single_precision, mp.small_integers], ids=lambda p: p.name)
 def test_nvcc_compiles_the_math(program):
     source = dace_cpufree.kernel_source(program)
     assert build(source.code, f"math_{program.name}", "cuda").stat().st_size > 0

@@ -1,4 +1,4 @@
-"""CPU tests: every program runs as generated (host emulation, one thread) and matches NumPy."""
+"""Helpers shared by the tests: the suite kernels against NumPy, and their parameter list."""
 
 import copy
 
@@ -46,8 +46,3 @@ def check_against_numpy(
         want = want_ret if name == "__return" else ref[name]
         np.testing.assert_allclose(value, want, rtol=module.RTOL, atol=module.ATOL, err_msg=f"{module.NAME}: {name}")
     return prog
-
-
-@pytest.mark.parametrize("name", kernel_params())
-def test_program_matches_numpy_in_emulation(name):
-    check_against_numpy(KERNELS[name], "emulate", "test")

@@ -1,6 +1,6 @@
 """NumPy functions with no device implementation yet: refused at compile time with the user's line and a fix that
 compiles, and the fix's result checked against NumPy under the race checker. (np.argmax/np.argmin run inside the
-kernel: tests/test_arg_reductions.py; np.cumsum: tests/test_cumsum.py.)"""
+kernel: tests/frontend/test_arg_reductions.py; np.cumsum: tests/frontend/test_cumsum.py.)"""
 
 import inspect
 

@@ -1,7 +1,7 @@
 """CPU tests: nvcc compiles the generated code of every program (fails, never skips, in CI)."""
 
 import pytest
-from test_emulate import kernel_params
+from helpers import kernel_params
 
 import dace_cpufree
 from dace_cpufree.runtime import build

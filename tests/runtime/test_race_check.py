@@ -15,7 +15,7 @@ import subprocess
 import numpy as np
 import programs
 import pytest
-from test_emulate import check_against_numpy
+from helpers import check_against_numpy
 
 import dace_cpufree
 from dace_cpufree.runtime.build import INCLUDE_DIR, build, race_check_flags
@@ -71,9 +71,7 @@ def _planted(program, edit, name):
 
 
 def test_a_missing_grid_sync_is_reported_with_arrays_steps_and_lines():
-    run = _planted(
-        programs.independent_then_dependent, lambda c: c.replace("__grid.sync();", "", 1), "planted_no_sync"
-    )
+    run = _planted(programs.independent_then_dependent, lambda c: c.replace("__grid.sync();", "", 1), "planted_no_sync")
     n = 40
     with pytest.raises(dace_cpufree.RaceError) as info:
         run(np.ones(n), np.zeros(n), np.zeros(n), np.zeros(n))

@@ -71,3 +71,19 @@ def test_results_match_numpy_under_the_race_checker(program):
     np.testing.assert_allclose(args[-1] if got is None else got, want, rtol=1e-12, atol=1e-12)
     if program is scaled_copy_used_twice:
         np.testing.assert_allclose(args[-1], 1.5 * args[1], rtol=1e-15)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("program", [gesummv_like, scaled_gemm, scaled_copy_used_twice], ids=lambda p: p.name)
+def test_results_match_numpy_on_gpu(program):
+    rng = np.random.default_rng(12)
+    n = 517  # products across several tiles, a partial last one
+    mat, vec = (lambda: rng.standard_normal((n, n))), (lambda: rng.standard_normal(n))
+    args = {
+        "gesummv_like": [1.5, -0.5, mat(), mat(), vec()],
+        "scaled_gemm": [1.5, mat(), mat(), np.zeros((n, n))],
+        "scaled_copy_used_twice": [1.5, mat(), vec(), np.zeros((n, n))],
+    }[program.f.__name__]
+    want = CASES[program.f.__name__](*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    got = dace_cpufree.compile(program)(*args)
+    np.testing.assert_allclose(args[-1] if got is None else got, want, rtol=1e-11, atol=1e-11)

@@ -56,16 +56,19 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("program", [gesummv_like, scaled_gemm, scaled_copy_used_twice], ids=lambda p: p.name)
-def test_results_match_numpy_under_the_race_checker(program):
-    rng = np.random.default_rng(11)
-    n = 23
+def _arguments(program, n: int, seed: int) -> list:
+    rng = np.random.default_rng(seed)
     mat, vec = (lambda: rng.standard_normal((n, n))), (lambda: rng.standard_normal(n))
-    args = {
+    return {
         "gesummv_like": [1.5, -0.5, mat(), mat(), vec()],
         "scaled_gemm": [1.5, mat(), mat(), np.zeros((n, n))],
         "scaled_copy_used_twice": [1.5, mat(), vec(), np.zeros((n, n))],
     }[program.f.__name__]
+
+
+@pytest.mark.parametrize("program", [gesummv_like, scaled_gemm, scaled_copy_used_twice], ids=lambda p: p.name)
+def test_results_match_numpy_under_the_race_checker(program):
+    args = _arguments(program, 23, 11)
     want = CASES[program.f.__name__](*args)
     got = dace_cpufree.compile(program, backend="emulate", race_check="shuffle")(*args)
     np.testing.assert_allclose(args[-1] if got is None else got, want, rtol=1e-12, atol=1e-12)
@@ -76,14 +79,7 @@ def test_results_match_numpy_under_the_race_checker(program):
 @pytest.mark.gpu
 @pytest.mark.parametrize("program", [gesummv_like, scaled_gemm, scaled_copy_used_twice], ids=lambda p: p.name)
 def test_results_match_numpy_on_gpu(program):
-    rng = np.random.default_rng(12)
-    n = 517  # products across several tiles, a partial last one
-    mat, vec = (lambda: rng.standard_normal((n, n))), (lambda: rng.standard_normal(n))
-    args = {
-        "gesummv_like": [1.5, -0.5, mat(), mat(), vec()],
-        "scaled_gemm": [1.5, mat(), mat(), np.zeros((n, n))],
-        "scaled_copy_used_twice": [1.5, mat(), vec(), np.zeros((n, n))],
-    }[program.f.__name__]
+    args = _arguments(program, 517, 12)  # products across several tiles, a partial last one
     want = CASES[program.f.__name__](*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
     got = dace_cpufree.compile(program)(*args)
     np.testing.assert_allclose(args[-1] if got is None else got, want, rtol=1e-11, atol=1e-11)

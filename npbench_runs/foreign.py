@@ -345,6 +345,14 @@ def _command(root: Path, name: str, preset: str, backend: str, race_check: bool,
     return cmd + (["--speed", str(speed)] if speed else [])
 
 
+def _environment() -> dict:
+    """The benchmark processes' environment: unbuffered output, and one string-hash seed for all of them (unless
+    one is set): DaCe's map fusion can leave index expressions such as ``k - k`` whose printed form follows the
+    hash order (docs/dace-limitations.md), and the same code text in every process is what lets the serial run
+    find the builds of the preparing processes in the build cache."""
+    return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
+
+
 def _threads_each(jobs: int) -> dict:
     """BLAS/OpenMP threads of each of ``jobs`` processes side by side, where the environment sets none: the cores
     shared out, so that NumPy's references do not oversubscribe them."""
@@ -366,7 +374,7 @@ def prepare_all(
 ) -> list:
     """:func:`prepare_one` of every benchmark, ``jobs`` processes at a time, each with the time limit; a line per
     benchmark as it ends."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **_threads_each(jobs))
+    env = dict(_environment(), **_threads_each(jobs))
 
     def one(name: str) -> dict:
         t0 = time.perf_counter()
@@ -409,7 +417,7 @@ def run_all(
     """Every benchmark in a process of its own, with a time limit each; rows are appended to ``into`` (a new list
     by default) as they come."""
     results = [] if into is None else into
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = _environment()
     for name in names:
         cmd = _command(root, name, preset, backend, race_check, speed)
         t0 = time.perf_counter()

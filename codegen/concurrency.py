@@ -23,7 +23,7 @@ def split_independent(root, first_scope: int) -> int:
     """Marks runs of independent grid steps under ``root`` as automatic scopes numbered from ``first_scope``;
     returns how many."""
     scope = first_scope
-    for seq in _seqs(root):
+    for seq in ir.seqs(root):
         run = []
         for child in [*seq.children, None]:
             if _candidate(child):
@@ -67,18 +67,3 @@ def _assign(run: list, scope: int) -> int:
             )
         scope += 1
     return scope
-
-
-def _seqs(node):
-    if isinstance(node, ir.Seq):
-        yield node
-        for child in node.children:
-            yield from _seqs(child)
-    elif isinstance(node, ir.Loop):
-        yield from _seqs(node.body)
-    elif isinstance(node, ir.Branch):
-        for body in node.bodies:
-            yield from _seqs(body)
-    elif isinstance(node, ir.Graph):
-        for block in node.blocks:
-            yield from _seqs(block)

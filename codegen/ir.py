@@ -135,3 +135,20 @@ def items(node):
             for part in (edge.cond, edge.assign):
                 if part is not None:
                     yield from items(part)
+
+
+def seqs(node):
+    """Every sequence under ``node``, outermost first. Each one's children are read after it is yielded, so a
+    caller that replaces ``children`` of the sequence it was given sees the walk go on into the new children."""
+    if isinstance(node, Seq):
+        yield node
+        for child in node.children:
+            yield from seqs(child)
+    elif isinstance(node, Loop):
+        yield from seqs(node.body)
+    elif isinstance(node, Branch):
+        for body in node.bodies:
+            yield from seqs(body)
+    elif isinstance(node, Graph):
+        for block in node.blocks:
+            yield from seqs(block)

@@ -23,20 +23,6 @@ from .loops import indent
 _SCALAR = (ir.Executor.LEADER, ir.Executor.EVERY)
 
 
-def _jumps(node) -> list[ir.Jump]:
-    if isinstance(node, ir.Jump):
-        return [node]
-    if isinstance(node, ir.Seq):
-        return [j for c in node.children for j in _jumps(c)]
-    if isinstance(node, ir.Loop):
-        return _jumps(node.body)
-    if isinstance(node, ir.Branch):
-        return [j for b in node.bodies for j in _jumps(b)]
-    if isinstance(node, ir.Graph):
-        return [j for b in node.blocks for j in _jumps(b)]
-    return []
-
-
 def is_serial(loop: ir.Loop) -> bool:
     """Whether ``loop`` holds scalar work only, some of it the leader's, and no ``return``."""
     found = list(ir.items(loop))
@@ -44,7 +30,8 @@ def is_serial(loop: ir.Loop) -> bool:
         i.executor in _SCALAR and i.part is None and not i.collective and i.block_threads is None for i in found
     )
     leader = any(i.executor == ir.Executor.LEADER for i in found)
-    return scalar and leader and not any(j.kind == "return" for j in _jumps(loop.body))
+    returns = any(isinstance(c, ir.Jump) and c.kind == "return" for seq in ir.seqs(loop.body) for c in seq.children)
+    return scalar and leader and not returns
 
 
 def broadcast_name(loop: ir.Loop, symbol: str) -> str:
@@ -57,28 +44,13 @@ def collapse(root: ir.Seq, print_node: Callable[[ir.Loop], list[str]], ctype: Ca
     the symbols back; ``print_node`` prints a loop as C++, ``ctype`` gives a symbol's C++ type. Returns the
     declarations of the device variables, for the file's globals."""
     declarations: list[str] = []
-    _walk(root, print_node, ctype, declarations)
-    return declarations
-
-
-def _walk(node, print_node, ctype, declarations: list[str]) -> None:
-    if isinstance(node, ir.Seq):
+    for seq in ir.seqs(root):  # a collapsed loop leaves the children before the walk would enter it
         children = []
-        for child in node.children:
-            if isinstance(child, ir.Loop) and is_serial(child):
-                children += _collapsed(child, print_node, ctype, declarations)
-            else:
-                _walk(child, print_node, ctype, declarations)
-                children.append(child)
-        node.children = children
-    elif isinstance(node, ir.Loop):
-        _walk(node.body, print_node, ctype, declarations)
-    elif isinstance(node, ir.Branch):
-        for body in node.bodies:
-            _walk(body, print_node, ctype, declarations)
-    elif isinstance(node, ir.Graph):
-        for block in node.blocks:
-            _walk(block, print_node, ctype, declarations)
+        for child in seq.children:
+            serial = isinstance(child, ir.Loop) and is_serial(child)
+            children += _collapsed(child, print_node, ctype, declarations) if serial else [child]
+        seq.children = children
+    return declarations
 
 
 def _collapsed(loop: ir.Loop, print_node, ctype, declarations: list[str]) -> list[ir.Item]:

@@ -183,7 +183,7 @@ def run_one(root: Path, name: str, preset: str, backend: str, race_check: bool =
     report.update(reference="cache" if cached else "computed", reference_s=time.perf_counter() - t0)
     t0 = time.perf_counter()
     try:
-        program = getattr(_module(root, info, "_dace"), info["func_name"])
+        program = _program(root, info)
         run = dace_cpufree.compile(program, backend=backend, race_check=race_check)
     except dace_cpufree.BuildError as err:
         return {**report, "class": "build", "reason": _first_line(err), "seconds": time.perf_counter() - t0}
@@ -353,6 +353,20 @@ def _environment() -> dict:
     return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
 
 
+def _answer(cmd: list[str], timeout: float, env: dict) -> tuple[dict | None, str, str]:
+    """``(row, "", "")`` with the JSON row a benchmark process printed last, or ``(None, class, reason)`` where it
+    gave none: ``"timeout"`` past ``timeout`` seconds, else ``"crash"`` with its exit status and last error line."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return None, "timeout", f"no answer within {timeout:.0f} s"
+    line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
+    if proc.returncode == 0 and line:
+        return json.loads(line), "", ""
+    tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+    return None, "crash", f"exit {proc.returncode}: {tail[:250]}"
+
+
 def _threads_each(jobs: int) -> dict:
     """BLAS/OpenMP threads of each of ``jobs`` processes side by side, where the environment sets none: the cores
     shared out, so that NumPy's references do not oversubscribe them."""
@@ -379,15 +393,8 @@ def prepare_all(
     def one(name: str) -> dict:
         t0 = time.perf_counter()
         cmd = _command(root, name, preset, backend, race_check, speed) + ["--prepare"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-            line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
-            tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            row = (
-                json.loads(line) if proc.returncode == 0 and line else {"note": f"exit {proc.returncode}: {tail[:250]}"}
-            )
-        except subprocess.TimeoutExpired:
-            row = {"note": f"no answer within {timeout:.0f} s"}
+        row, _, reason = _answer(cmd, timeout, env)
+        row = row or {"note": reason}
         row.update(name=name, seconds=time.perf_counter() - t0)
         progress(f"prepared {name:<28} {row['seconds']:7.1f} s  {_steps_line(row)}")
         return row
@@ -421,16 +428,8 @@ def run_all(
     for name in names:
         cmd = _command(root, name, preset, backend, race_check, speed)
         t0 = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-            line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
-            if proc.returncode == 0 and line:
-                result = json.loads(line)
-            else:
-                tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-                result = {"name": name, "class": "crash", "reason": f"exit {proc.returncode}: {tail[:250]}"}
-        except subprocess.TimeoutExpired:
-            result = {"name": name, "class": "timeout", "reason": f"no answer within {timeout:.0f} s"}
+        result, failure, reason = _answer(cmd, timeout, env)
+        result = result or {"name": name, "class": failure, "reason": reason}
         result.setdefault("seconds", time.perf_counter() - t0)
         results.append(result)
         progress(f"{name:<28} {result['class']:<10} {result['seconds']:7.1f} s  {result.get('reason', '')[:150]}")

@@ -263,3 +263,21 @@ def largest(expressions: list[str]) -> str:
     if len(unique) == 1:
         return unique[0]
     return "cpufree_largest({" + ", ".join(f"(long long)({e})" for e in unique) + "})"
+
+
+STEP_TIMES_HOST = """
+// ---- step timing (DACE_CPUFREE_STEP_TIMES=1) ------------------------------------------------------------
+extern "C" int cpufree_step_segments() {{ return {n}; }}
+// Copies the rows of the first `blocks` blocks of the last launch (each: {n} segment sums in cycles, then
+// the block's elapsed ns and cycles) to `out`; returns how many rows it copied, or -1.
+extern "C" int cpufree_step_times_read(unsigned long long *out, int blocks) {{
+    if (blocks > CPUFREE_TIMES_BLOCKS) blocks = CPUFREE_TIMES_BLOCKS;
+    if (blocks < 1) return 0;
+    const size_t bytes = sizeof(unsigned long long) * ({n} + 2) * (size_t)blocks;
+    const cudaError_t e = cudaMemcpyFromSymbol(out, cpufree_step_times, bytes);
+    if (e == cudaSuccess) return blocks;
+    cudaGetLastError();  // not left for the next launch to report
+    cpufree_fail("reading the step times: %s", cudaGetErrorString(e));
+    return -1;
+}}
+"""

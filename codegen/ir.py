@@ -26,6 +26,20 @@ class Executor(Enum):
     EACH = "each"
 
 
+class Form(Enum):
+    """How a map step's work is mapped to threads, decided where the step is lowered (``maps.py``, ``rows.py``)."""
+
+    ELEMENTS = "elements"  # a grid-stride loop, a thread per element
+    GRID_SUMS = "grid sums"  # a thread per element, sums over the map in registers, one atomic per warp
+    THREAD_PER_OUTPUT = "thread per output"  # a register reduction per output
+    WARP_PER_OUTPUT = "warp per output"  # lanes over the reduced space, a shuffle reduction
+    GRID_REDUCTION = "grid reduction"  # one output: warp shuffles, one atomic per warp
+    TILED_MAP = "tiled map"  # tiles' lanes over the contiguous dimension in tile-sized chunks
+    TILE_REDUCTION = "tile reduction"  # a tile per output, lanes over the reduced space, a tile reduction
+    TILE_COLUMNS = "tile columns"  # a warp's width of outputs per tile, its warps split the reduced space
+    ROWS = "rows"  # steps fused row by row, a tile per row, tile barriers between them
+
+
 @dataclass(eq=False)
 class Item:
     """A unit of work. ``code`` is C++ text; ``work`` the iteration count that sizes the grid."""
@@ -55,6 +69,8 @@ class Item:
     # threads of a block it is built for, and the dynamic shared memory of each block in bytes.
     block_threads: str | None = None
     dynamic_shared: str | None = None
+    form: Form | None = None  # a map step's mapping to threads (``None``: not a map step)
+    tile: int = 0  # a tile step's largest tile (``cpufree::with_tile<tile>``); 0: not tiled
 
     @property
     def part_key(self):

@@ -18,7 +18,7 @@ from .concurrency import split_independent
 from .context import KernelContext, symbol_ctype
 from .dialect import Dialect
 from .expressions import kernel_symbols
-from .host import HOST_TEMPLATE, largest, workspace_code
+from .host import HOST_TEMPLATE, STEP_TIMES_HOST, largest, workspace_code
 from .lower import lower_sdfg
 from .parts import block_scopes, in_part, scope_code, strategy
 from .rows import fuse_rows
@@ -71,29 +71,15 @@ class KernelSource:
     #: size (a matrix product's tile) and the dynamic shared memory per block in bytes
     need_block: str = "0"
     dynamic_shared: str = "0"
-
-
-STEP_TIMES_HOST = """
-// ---- step timing (DACE_CPUFREE_STEP_TIMES=1) ------------------------------------------------------------
-extern "C" int cpufree_step_segments() {{ return {n}; }}
-// Copies the rows of the first `blocks` blocks of the last launch (each: {n} segment sums in cycles, then
-// the block's elapsed ns and cycles) to `out`; returns how many rows it copied, or -1.
-extern "C" int cpufree_step_times_read(unsigned long long *out, int blocks) {{
-    if (blocks > CPUFREE_TIMES_BLOCKS) blocks = CPUFREE_TIMES_BLOCKS;
-    if (blocks < 1) return 0;
-    const size_t bytes = sizeof(unsigned long long) * ({n} + 2) * (size_t)blocks;
-    const cudaError_t e = cudaMemcpyFromSymbol(out, cpufree_step_times, bytes);
-    if (e == cudaSuccess) return blocks;
-    cudaGetLastError();  // not left for the next launch to report
-    cpufree_fail("reading the step times: %s", cudaGetErrorString(e));
-    return -1;
-}}
-"""
+    #: the printer put the grid steps inside loops into functions of their own (``Printer.steps_apart``)
+    steps_apart: bool = False
+    #: the kernel IR as printed (an ``ir.Seq``, syncs and barriers placed): its items' executors, forms, tiles
+    kernel_ir: ir.Seq | None = None
 
 
 def _apart(item: ir.Item) -> list[str]:
     """A grid step in a function of its own (``cpufree::apart``); see :class:`Printer` for where."""
-    if item.executor != ir.Executor.GRID or any("cpufree::with_tile<" in line for line in item.code):
+    if item.executor != ir.Executor.GRID or item.tile:
         return item.code  # tile steps are functions of their own anyway (cpufree::run_step)
     return apart(item.code)
 
@@ -387,6 +373,8 @@ def generate(
         part_syncs=printer.part_syncs,
         need_block=need_block,
         dynamic_shared=dynamic_shared,
+        steps_apart=printer.steps_apart,
+        kernel_ir=root,
     )
 
 

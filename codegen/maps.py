@@ -22,7 +22,7 @@ from dace_cpufree.vocabulary import contiguous_param
 
 from .context import KernelContext
 from .expressions import cexpr, range_extents
-from .ir import Executor, Item
+from .ir import Executor, Form, Item
 from .loops import grid_stride, indent
 from .reductions import contiguous_in_reduced, grid_reduction, register_reduction, register_reduction_body
 from .rows import RowCandidate, RowForm
@@ -79,20 +79,22 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     local = _locals(ctx, state, entry)
     dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
     scheduled = _scheduled_map(ctx, state, entry, outputs, par, red, bool(reducible), local)
-    row = None
+    row, tile = None, 0
     if scheduled is not None:
-        code, work, strategy, row = scheduled
+        code, work, strategy, row, form, tile = scheduled
     elif not reducible and _grid_sums(state, entry, outputs):
         # element-wise outputs and sums over the whole map (a dot product computed beside an update, as in CG):
         # the sums in registers, one warp-combined atomic per warp at the end instead of one per element
         code = grid_reduction(ctx, state, entry, _grid_sums(state, entry, outputs), local, params)
         work = _work(ctx, ranges)
         strategy = f"grid-stride loop, a thread per element of {dims(params)}, sums in registers, one atomic per warp"
+        form = Form.GRID_SUMS
     elif not reducible:
         body = local + ScopeWriter(ctx, state, params).scope(entry)
         code = grid_stride(params, ranges, body)
         work = _work(ctx, ranges)
         strategy = f"grid-stride loop, a thread per element of {dims(params)}"
+        form = Form.ELEMENTS
     elif par:
         per_warp = contiguous_in_reduced(ctx, state, entry, par, red)
         code = register_reduction(ctx, state, entry, outputs, par, red, local, per_warp)
@@ -102,13 +104,16 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
             strategy = f"a warp per output {dims(par)}, lanes over {dims(red)}, shuffle reduction"
         else:
             strategy = f"a thread per output {dims(par)}, register reduction over {dims(red)}"
+        form = Form.WARP_PER_OUTPUT if per_warp else Form.THREAD_PER_OUTPUT
     else:
         code = grid_reduction(ctx, state, entry, outputs, local)
         work = _work(ctx, ranges)
         strategy = f"grid-wide reduction over {dims(red)}: warp shuffles, one atomic per warp"
+        form = Form.GRID_REDUCTION
     reads, writes = scope_accesses(ctx, state, entry)
     code = ["{"] + indent(code) + ["}"]
-    item = Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy)
+    item = Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy, form=form)
+    item.tile = tile
     busy = [ranges[params.index(p)] for p in par] if reducible and par else ranges
     item.elements = str(subsets.Range(busy).num_elements()) if busy else "1"
     read_memlets = [(e.data, "R") for e in state.in_edges(entry)]
@@ -222,7 +227,8 @@ def _tile_accumulators(ctx, outputs, reduce: str, storer: str):
 def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local):
     """A map that :class:`ScheduleThreads` gave a tile size, as tile-mapped loops.
 
-    Returns ``(code, work, strategy)``, or ``None`` when the map keeps the plain grid-stride loop:
+    Returns ``(code, work, strategy, row, form, tile)`` (``tile``: the largest tile), or ``None`` when the map
+    keeps the plain grid-stride loop:
     no tile size (scheduler off), a one-dimensional parallel space whose contiguous dimension is
     not reduced (one grid-stride loop is already ideal there), or a full reduction.
     """
@@ -281,6 +287,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
         )
         outer_work = _work(ctx, [rng[p] for p in par[-MAX_FUSED:]])
         work_ranges = [rng[p] for p in par[-MAX_FUSED:]] + [rng[contiguous]]
+        form = Form.TILE_REDUCTION
     elif reducible and par == [contiguous]:  # outputs along the contiguous dimension alone: columns
         sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, "column_reduce", "__slice == 0 && __c < __cols")
         body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
@@ -290,7 +297,8 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
             f"them per tile), the tile's warps split {dims(red)}, shared-memory combine"
         )
         outer_work = _work(ctx, [rng[p] for p in par])
-        return code, (None if outer_work is None else f"({outer_work}) * warp"), strategy, None
+        work = None if outer_work is None else f"({outer_work}) * warp"
+        return code, work, strategy, None, Form.TILE_COLUMNS, 1024
     elif len(space) >= 2 and contiguous in space:
         row = None
         if reducible:
@@ -304,6 +312,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
         strategy = f"{tile_txt}, lanes over {contiguous} in tile-sized chunks, {layout(outer)}{what}"
         outer_work = _work(ctx, [rng[p] for p in outer[-MAX_FUSED:]])
         work_ranges = [rng[p] for p in outer[-MAX_FUSED:]] + [rng[contiguous]]
+        form = Form.TILED_MAP
     else:
         return None
     known = _work(ctx, work_ranges)
@@ -311,4 +320,4 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
     if known is not None and outer_work is not None:
         lanes = str(tile) if tile else f"cpufree::pow2_at_least({range_extents(subsets.Range([rng[contiguous]]))[0]})"
         work = f"({outer_work}) * ({lanes})"
-    return code, work, strategy, row
+    return code, work, strategy, row, form, bound

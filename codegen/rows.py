@@ -171,6 +171,8 @@ def _fused_item(items: list[ir.Item], forms: list[RowForm]) -> ir.Item:
         ir.Executor.GRID,
         work,
         strategy=strategy,
+        form=ir.Form.ROWS,
+        tile=bound,
     )
 
 

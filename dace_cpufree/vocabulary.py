@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from dataclasses import dataclass
+from enum import Enum
 
 import dace
 import dace.library
@@ -33,6 +34,16 @@ SYMMETRIC_STORAGE = register_enum(dtypes.StorageType, "CPUFree_Symmetric")
 PE_SYMBOL = "__cpufree_pe"
 N_PES_SYMBOL = "__cpufree_npes"
 PE_SYMBOLS = (PE_SYMBOL, N_PES_SYMBOL)
+
+
+class PutForm(str, Enum):
+    """How a ``Putmem`` expansion moves the data, in the tasklet's ``location["cpufree_put"]`` (set by the
+    expansion that chooses it: ``frontend/putmem.py``)."""
+
+    CONTIGUOUS = "contiguous"  # one block-cooperative putmem call (dense on both ends)
+    ROWS = "rows"  # dense rows shared by the blocks of a lane, one warp-cooperative putmem per row
+    STRIDED = "strided"  # the block's threads: strided puts by row (iput), or element puts where there is none
+    DIRECT = "direct"  # the kernel's own stores through peer pointers (transport "p2p"), any layout
 
 
 def loop_range(loop) -> tuple | None:

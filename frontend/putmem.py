@@ -39,6 +39,7 @@ from dace_cpufree.codegen.expressions import INDEX_T, cexpr
 from dace_cpufree.codegen.loops import indent
 
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.vocabulary import PutForm
 
 from .environments import NVSHMEM, ROCSHMEM
 from .layout import PutLayout
@@ -215,16 +216,26 @@ def put_layout(node, state, sdfg) -> PutLayout:
     return PutLayout.of(sdfg.arrays[src.data], src.subset, sdfg.arrays[dest.data], dest.subset)
 
 
+def put_form(api: ShmemAPI, layout: PutLayout) -> PutForm:
+    """How a put with ``layout`` moves its data with ``api``."""
+    if api.direct:
+        return PutForm.DIRECT
+    if layout.contiguous:
+        return PutForm.CONTIGUOUS
+    return PutForm.ROWS if layout.shared_rows else PutForm.STRIDED
+
+
 def put_code(node, state, sdfg, api: ShmemAPI, layout: PutLayout) -> str:
     """The C++ body of the put tasklet for ``api``."""
     sdesc = sdfg.arrays[_edge(state, node, "_src", False).data.data]
     pe = f"(int)({value_text(node, 'pe', '_pe')})"
-    if api.direct:
+    form = put_form(api, layout)
+    if form == PutForm.DIRECT:
         return "\n".join(_direct_stores(node, layout, api, pe))
-    if layout.contiguous:
+    if form == PutForm.CONTIGUOUS:
         nbytes = f"(size_t)({cexpr(layout.count)}) * sizeof({sdesc.dtype.ctype})"
         return "\n".join(_contiguous_call(node, api, nbytes, pe))
-    if layout.shared_rows:
+    if form == PutForm.ROWS:
         return "\n".join(_dense_rows(node, layout, api, sdesc.dtype.ctype, pe))
     tname = api.type_name(sdesc.dtype)
     strided = _strided_nvshmem if api.iput else _strided_rocshmem
@@ -240,7 +251,9 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
     outputs = {c: dace.pointer(sdfg.arrays[_edge(state, node, c, True).data.data].dtype) for c in node.out_connectors}
     remote = [c for c in ("_dest", "_flag") if c in outputs]
     layout = put_layout(node, state, sdfg)
-    executor = "blocks" if layout.shared_rows or api.direct else "block"
+    form = put_form(api, layout)
+    executor = "blocks" if form in (PutForm.ROWS, PutForm.DIRECT) else "block"
+    loc = location(executor, node.block, remote, node.lanes, exit_barrier=not api.direct)
     return nodes.Tasklet(
         node.label,
         inputs,
@@ -248,7 +261,7 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
         put_code(node, state, sdfg, api, layout),
         language=dace.Language.CPP,
         # direct stores: the block need not wait for its thread 0's fence (see _direct_stores)
-        location=location(executor, node.block, remote, node.lanes, exit_barrier=not api.direct),
+        location={**loc, "cpufree_put": form.value},
     )
 
 

@@ -1,6 +1,37 @@
-"""Reading generated kernels in tests: the top-level maps of an SDFG, the order of a kernel's steps."""
+"""Reading generated kernels in tests: the top-level maps of an SDFG, the order of a kernel's steps, the kernel IR's
+items (their forms and tiles) and the forms the SHMEM expansions chose for the puts."""
 
 from dace.sdfg import nodes
+from dace_cpufree.codegen import ir
+
+import dace_cpufree
+from dace_cpufree.vocabulary import PutForm
+
+
+def items(source) -> list:
+    """The work items of a ``KernelSource``'s kernel IR, in program order."""
+    return list(ir.items(source.kernel_ir))
+
+
+def forms(source) -> list:
+    """The mapping to threads of every map step of a ``KernelSource`` (``ir.Form``), in program order."""
+    return [i.form for i in items(source) if i.form is not None]
+
+
+def tiles(source) -> set[int]:
+    """The largest tiles of a ``KernelSource``'s tile steps."""
+    return {i.tile for i in items(source) if i.tile}
+
+
+def put_forms(program, **options) -> list[PutForm]:
+    """How each put of ``program`` (built with the options of ``dace_cpufree.persistent_sdfg``) moves its data,
+    as its expansion chose, in the order DaCe lists the tasklets."""
+    sdfg = dace_cpufree.persistent_sdfg(program, **options)
+    return [
+        PutForm(n.location["cpufree_put"])
+        for n, _ in sdfg.all_nodes_recursive()
+        if isinstance(n, nodes.Tasklet) and "cpufree_put" in (n.location or {})
+    ]
 
 
 def top_maps(sdfg) -> list[str]:

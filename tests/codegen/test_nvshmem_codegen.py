@@ -10,13 +10,17 @@ import dace
 import numpy as np
 import pytest
 import shmem_programs as sp
+from dace_cpufree.codegen import ir
 from dace_cpufree.frontend import Putmem, SignalWait
+from dace_cpufree.frontend.putmem import put_layout
 from dace_cpufree.transformations import PrepareCommunication
 from dace_cpufree.transformations.communication import mark_hidden, relax_ordering
 from dace_cpufree.transformations.symmetric import SYMMETRIC_STORAGE
+from kernel_steps import items, put_forms
 
 import dace_cpufree
 from dace_cpufree import nvshmem
+from dace_cpufree.vocabulary import PutForm
 
 
 @pytest.fixture(autouse=True)
@@ -44,17 +48,16 @@ def _puts_and_blocking(program):
 
 
 @pytest.mark.parametrize(
-    "backend, expected, absent",
+    "backend, expected",
     [
-        ("cuda", "nvshmemx_putmem_block(_dest, _src, (size_t)(M) * sizeof(double), (int)(", "_nbi"),
-        ("hip", "rocshmem_putmem_wg(_dest, _src, (size_t)(M) * sizeof(double), (int)(", "_nbi"),
+        ("cuda", "nvshmemx_putmem_block(_dest, _src, (size_t)(M) * sizeof(double), (int)("),
+        ("hip", "rocshmem_putmem_wg(_dest, _src, (size_t)(M) * sizeof(double), (int)("),
     ],
 )
-def test_contiguous_put_rewritten_source_is_blocking(backend, expected, absent):
-    kernel = _kernel(sp.contiguous, backend)
-    assert expected in kernel
-    assert absent not in kernel and "signal" not in kernel
+def test_contiguous_put_rewritten_source_is_blocking(backend, expected):
+    assert put_forms(sp.contiguous, backend=backend) == [PutForm.CONTIGUOUS]
     assert _puts_and_blocking(sp.contiguous) == [True]
+    assert expected in _kernel(sp.contiguous, backend)  # text under test: each library's blocking call
 
 
 @pytest.mark.parametrize(
@@ -75,26 +78,29 @@ def test_contiguous_put_rewritten_source_is_blocking(backend, expected, absent):
     ],
 )
 def test_signalled_put_never_rewritten_is_nonblocking(backend, put, wait):
-    kernel = _kernel(sp.signalled_once, backend)
-    assert put in kernel and wait in kernel
-    assert kernel.index(put) < kernel.index(wait)
+    assert put_forms(sp.signalled_once, backend=backend) == [PutForm.CONTIGUOUS]
     assert _puts_and_blocking(sp.signalled_once) == [False]
-    assert "quiet" not in kernel  # the end of the kernel completes it: no quiet needed
+    labels = [label for label, _, _ in dace_cpufree.kernel_source(sp.signalled_once, backend=backend).steps]
+    assert labels.index("tasklet putmem") < labels.index("tasklet signal_wait")
+    assert not any(label.startswith("tasklet quiet") for label in labels)  # the end of the kernel completes it
+    kernel = _kernel(sp.signalled_once, backend)
+    assert put in kernel and wait in kernel  # text under test: each library's signalled put and wait
 
 
 def test_strided_put_is_iput_then_quiet_then_signal():
+    assert put_forms(sp.strided) == [PutForm.STRIDED]
     kernel = _kernel(sp.strided)
+    # text under test: the order of the library calls inside the expansion (the quiet before the signal)
     iput = kernel.index("nvshmem_double_iput(_dest + __do + __lo * (M), _src + __so + __lo * (M), (ptrdiff_t)(M)")
     quiet = kernel.index("nvshmem_quiet();")
     signal = kernel.index("nvshmemx_signal_op(_flag, (uint64_t)(t), NVSHMEM_SIGNAL_SET,")
     assert iput < quiet < signal < kernel.index("nvshmem_signal_wait_until(_flag, NVSHMEM_CMP_GE, (uint64_t)(t));")
-    # the block's threads split the rows (and a single row into parts)
-    assert "for (long long __u = threadIdx.x; __u < __rows * __parts; __u += blockDim.x)" in kernel
 
 
 def test_strided_put_rocshmem_is_element_puts_then_quiet_then_atomic_signal():
+    assert put_forms(sp.strided, backend="hip") == [PutForm.STRIDED]
     kernel = _kernel(sp.strided, "hip")
-    assert "iput" not in kernel  # rocSHMEM has no strided put
+    # text under test: rocSHMEM has no strided put; element puts, then the quiet, then the signal
     element = kernel.index("rocshmem_double_p((double *)(_dest + __do), (double)_src[__so], (int)(")
     quiet = kernel.index("rocshmem_quiet();")
     signal = kernel.index("rocshmem_uint64_atomic_set(_flag, (uint64_t)(t), (int)(")
@@ -111,9 +117,7 @@ def test_concurrent_puts_run_on_different_blocks_block_cooperatively():
     # every block waits for itself, the four waits on four warps of it (their polls overlap)
     assert [int(t.location["cpufree_block"]) for t in waits] == [0, 1, 2, 3]
     assert {t.location["cpufree_executor"] for t in waits} == {"each"}
-    kernel = _kernel(sp.concurrent)
-    assert kernel.count("nvshmemx_putmem_signal_nbi_block(") == 2  # the two rows
-    assert kernel.count("nvshmem_double_iput(") == 2  # the two columns
+    assert sorted(t.location["cpufree_put"] for t in puts) == ["contiguous"] * 2 + ["strided"] * 2  # rows, columns
 
 
 def test_nonblocking_puts_get_a_quiet_on_their_own_block_before_the_source_is_rewritten():
@@ -122,7 +126,7 @@ def test_nonblocking_puts_get_a_quiet_on_their_own_block_before_the_source_is_re
     PrepareCommunication("cuda", "proxy").apply_pass(sdfg, {})
     quiets = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and "quiet" in n.label]
     puts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and n.label == "putmem"]
-    assert quiets and all("nvshmem_quiet();" in q.code.as_string for q in quiets)
+    assert quiets and all("nvshmem_quiet();" in q.code.as_string for q in quiets)  # text under test: the call
     assert {q.location["cpufree_block"] for q in quiets} == {p.location["cpufree_block"] for p in puts}
 
 
@@ -146,7 +150,6 @@ def test_communicated_arrays_are_placed_on_the_symmetric_heap():
     sdfg = dace_cpufree.persistent_sdfg(sp.concurrent)
     assert sdfg.arrays["A"].storage == SYMMETRIC_STORAGE
     assert sdfg.arrays["flags"].storage == SYMMETRIC_STORAGE
-    assert dace.dtypes.StorageType.CPUFree_Symmetric is SYMMETRIC_STORAGE
 
 
 def test_pe_numbers_are_symbols_of_the_kernel():
@@ -156,16 +159,15 @@ def test_pe_numbers_are_symbols_of_the_kernel():
 
 @pytest.mark.parametrize("backend", ["cuda", "hip"], ids=["nvshmem", "rocshmem"])  # "hip" alone would be a marker
 def test_launcher_initialises_shmem_and_launches_collectively(backend):
+    # text under test: the include and the entry points that the build links and the runtime loads (the link
+    # itself: tests/runtime/test_nvshmem_compile.py)
     code = dace_cpufree.generate_code(sp.strided, backend=backend)
     assert "#include <cpufree/runtime.cuh>\n#include <cpufree/shmem.cuh>" in code
     for entry in ("cpufree_shmem_init", "cpufree_shmem_finalize", "cpufree_shmem_malloc", "cpufree_shmem_my_pe"):
         assert f"{entry}(" in code
     assert "CPUFREE_WORKSPACE_MALLOC(&cpufree_state.workspace, need)" in code
     assert "CPUFREE_BEFORE_LAUNCH(" in code and "CPUFREE_AFTER_LAUNCH()" in code
-    # both libraries' entry points are in the text; the compiler's macros select one (cpufree/shmem.cuh)
-    assert "#if defined(CPUFREE_SHMEM_ROC)" in code and "rocshmem_init();" in code
-    assert "nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr)" in code
-    assert ("hipMemcpy(dst, src, n, hipMemcpyDefault)" in code) == (backend == "hip")
+    assert ("hipMemcpy(dst, src, n, hipMemcpyDefault)" in code) == (backend == "hip")  # the dialect's renaming
 
 
 @dace.program
@@ -175,11 +177,13 @@ def _plain(A: dace.float64[10]):
 
 def test_programs_without_communication_are_unchanged():
     code = dace_cpufree.generate_code(_plain)
+    # text under test: a kernel without communication builds without the SHMEM header and entry points
     assert "<cpufree/shmem.cuh>" not in code and "cpufree_shmem_init" not in code
 
 
 def test_debug_wait_is_in_the_text_and_enabled_by_the_environment(monkeypatch):
     kernel = _kernel(sp.strided)
+    # text under test: the wait's debug form is compiled in or out by the macro the builder defines
     assert '#if defined(CPUFREE_WAIT_TIMEOUT_NS)\ncpufree::shmem::wait_or_trap(_flag, (uint64_t)(t), "flags[1]"' in (
         "\n".join(line.strip() for line in kernel.splitlines())
     )
@@ -272,15 +276,18 @@ def test_buffers_initialised_in_the_kernel_are_fenced_before_the_first_put():
     from npbench_runs.multigpu import jacobi_2d
 
     src = _jacobi(jacobi_2d.overlapped, LX=66, LY=34, PY=2)
-    kernel = src.code[: src.code.index("// ---- host launcher")]
-    barrier, loop = kernel.index("nvshmem_barrier_all();"), kernel.index("for (t = 1;")
-    assert kernel.index("he[(__i0) * (64) + (__i1)] = __out;") < barrier < loop
-    assert "__grid.sync();" in kernel[kernel.index("he[(__i0) * (64) + (__i1)] = __out;") : barrier]
+    work = items(src)
+    barrier = next(k for k, i in enumerate(work) if i.label == "tasklet barrier_received")
+    assert any("he" in i.writes for i in work[:barrier]) and work[barrier].sync_before  # after the zeros
+    assert work[barrier].executor == ir.Executor.THREAD and work[barrier].block == 0
+    loops = [c for seq in ir.seqs(src.kernel_ir) for c in seq.children if isinstance(c, ir.Loop)]
+    assert loops and all(work[barrier] not in list(ir.items(loop)) for loop in loops)  # before the time loop
+    assert next(i for i in work[barrier + 1 :] if i.executor != ir.Executor.EVERY).sync_before  # and after it
     assert ("tasklet barrier_received", "thread 0 of block 0 (modulo the grid)", True) in src.steps
     hip = dace_cpufree.generate_code(jacobi_2d.overlapped, backend="hip", symbols=dict(LX=66, LY=34, PY=2))
-    assert "rocshmem_barrier_all();" in hip
-    plain = _jacobi(jacobi_2d.plain, LX=66, LY=34, PY=2).code  # the user's arrays: copied in before the launch
-    assert "barrier_all();" not in plain[: plain.index("// ---- host launcher")]
+    assert "rocshmem_barrier_all();" in hip  # text under test: ROC_SHMEM's barrier call
+    plain = _jacobi(jacobi_2d.plain, LX=66, LY=34, PY=2)  # the user's arrays: copied in before the launch
+    assert "tasklet barrier_received" not in [label for label, _, _ in plain.steps]
 
 
 def test_plane_rows_are_warp_puts_shared_by_the_blocks_of_a_lane():
@@ -289,12 +296,16 @@ def test_plane_rows_are_warp_puts_shared_by_the_blocks_of_a_lane():
     block to finish (a counter that wraps for the next step)."""
     from npbench_runs.multigpu import jacobi_3d
 
-    src = _jacobi(jacobi_3d.plain, LX=34, N=34)
+    sizes = dict(LX=34, N=34)
+    assert put_forms(jacobi_3d.plain, symbols=sizes) == [PutForm.ROWS] * 4
+    src = _jacobi(jacobi_3d.plain, **sizes)
+    puts = [i for i in items(src) if i.label == "tasklet putmem"]
+    assert [(i.executor, i.block) for i in puts] == [(ir.Executor.BLOCKS, 0), (ir.Executor.BLOCKS, 1)] * 2
+    # every block completes its own rows: no quiet tasklet later, and the put is listed as over its lane
+    assert not any(label.startswith("tasklet quiet") for label, _, _ in src.steps)
+    assert ("tasklet putmem", "lane 1 of 2: blocks b with b % 2 == 1 share the work", False) in src.steps
+    # text under test: the order of the library calls inside the expansion (the last block signals)
     kernel = src.code[: src.code.index("// ---- host launcher")]
-    assert "iput" not in kernel
-    for lane in ("0u", "1u"):
-        assert f"if (__block % __lanes == {lane} % __lanes) {{" in kernel
-    assert kernel.count("const unsigned int __lanes = cpufree::min_<unsigned int>(2u, __blocks);") == 4
     warp_put = kernel.index("nvshmemx_putmem_nbi_warp(_dest + __do, _src + __so, (size_t)(32) * sizeof(double), ")
     quiet = kernel.index("nvshmem_quiet();", warp_put)
     signal = kernel.index(
@@ -302,13 +313,8 @@ def test_plane_rows_are_warp_puts_shared_by_the_blocks_of_a_lane():
         quiet,
     )
     assert warp_put < quiet < signal
-    assert "for (long long __r = __r0 + __warp; __r < __r1; __r += __warps)" in kernel
-    assert "const long long __r0 = __rows * __part / __use, __r1 = __rows * (__part + 1) / __use;" in kernel
-    # every block completes its own rows: no quiet tasklet later, and the put is listed as over its lane
-    assert "quiet_putmem" not in kernel
-    assert ("tasklet putmem", "lane 1 of 2: blocks b with b % 2 == 1 share the work", False) in src.steps
-    hip = dace_cpufree.generate_code(jacobi_3d.plain, backend="hip", symbols=dict(LX=34, N=34))
-    assert "rocshmem_putmem_nbi_wave(_dest + __do, _src + __so," in hip
+    hip = dace_cpufree.generate_code(jacobi_3d.plain, backend="hip", symbols=sizes)
+    assert "rocshmem_putmem_nbi_wave(_dest + __do, _src + __so," in hip  # ROC_SHMEM's per-wavefront call
     assert "if (cpufree::shmem::last_of(&__arrived, __use)) rocshmem_uint64_atomic_set(_flag, (uint64_t)(t)," in hip
 
 
@@ -337,16 +343,18 @@ def test_every_block_waits_for_itself_and_the_unpacking_needs_only_a_block_barri
     from npbench_runs.multigpu import jacobi_2d
 
     src = dace_cpufree.kernel_source(jacobi_2d.overlapped, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
-    kernel = src.code[: src.code.index("// ---- host launcher")]
-    for warp in range(4):
-        assert kernel.count(f"if (threadIdx.x == ({warp}u * warpSize) % blockDim.x) {{") == 2
-    assert kernel.count("if (__block == 0 % __blocks && threadIdx.x == 0) {") == 1  # the PE barrier alone
-    last_wait = kernel.index("cpufree::shmem::p2p::wait_until_ge(_flag, (uint64_t)(t));", kernel.index('"flags[3]"'))
-    unpack = kernel.index("// copy hn -> B", last_wait)
-    between = kernel[last_wait:unpack]
-    assert between.count("__syncthreads();") == 1 and "__grid.sync();" not in between
-    after = kernel[unpack : kernel.index("// map", unpack)]
-    assert after.count("__grid.sync();") == 1  # before the next edge lines
+    work = [i for i in items(src) if i.executor != ir.Executor.EVERY]
+    waits = [i for i in work if i.label == "tasklet signal_wait"]
+    assert [(i.executor, i.block) for i in waits] == [(ir.Executor.EACH, w) for w in range(4)] * 2
+    assert [i.label for i in work if i.executor == ir.Executor.THREAD] == ["tasklet barrier_received"]
+    every = items(src)  # the branches around the unpacking carry the barrier before it
+    for half in (1, 0):
+        last_wait = [k for k, i in enumerate(every) if i.label == "tasklet signal_wait"][4 * half + 3]
+        unpack = next(k for k, i in enumerate(every) if k > last_wait and i.label.startswith("copy hn -> "))
+        between = every[last_wait + 1 : unpack + 1]
+        assert sum(i.bar_before for i in between) == 1 and not any(i.sync_before for i in between)
+    after = next(i for i in every[unpack:] if i.label.startswith("map "))
+    assert after.sync_before  # before the next edge lines (the first half-step's; the second's wraps around)
     assert ("tasklet signal_wait", "warp 3 of every block, for its own block", False) in src.steps
 
 
@@ -364,6 +372,7 @@ def test_puts_hidden_by_later_work_take_fewer_blocks():
     code = dace_cpufree.generate_code(
         PROGRAMS["jacobi_2d"].overlapped, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p"
     )
+    # text under test: the expansion prints Putmem.hidden as the per-thread count the runtime header defines
     assert code.count("blocks_for(__n, __parts, CPUFREE_P2P_PER_THREAD_HIDDEN);") == 8
 
 
@@ -398,36 +407,38 @@ def test_direct_store_transport_writes_through_peer_pointers(monkeypatch):
     from npbench_runs.multigpu import jacobi_2d
 
     monkeypatch.setenv("DACE_CPUFREE_EARLY_PUTS", "0")
-    code = dace_cpufree.generate_code(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
-    kernel = code[code.index("__global__") : code.index("// ---- host launcher")]
-    copy = "cpufree::shmem::p2p::copy(cpufree::shmem::p2p::peer(_dest, (int)((__cpufree_pe"
-    assert kernel.count(copy) == 8  # 4 puts per half-step
-    assert kernel.count("const long long __n = 32;") == 4  # a 64 x 32 interior: rows of 32,
-    assert kernel.count("const long long __n = 64;") == 4  # columns of 64
-    # elements dealt out: part p of the blocks taking part copies [n p / use, n (p + 1) / use), a thread each
-    assert kernel.count("_src, __n * __part / __use + threadIdx.x, __n * (__part + 1) / __use, blockDim.x,") == 8
-    # the waits follow the puts: spread as wide as one element per thread allows
-    assert kernel.count("__use = cpufree::shmem::p2p::blocks_for(__n, __parts, CPUFREE_P2P_PER_THREAD);") == 8
-    assert kernel.count("__s = __k; __d = __k;") == 4  # north/south rows: dense on both ends
-    assert kernel.count("__so += __i * (34); __do += __i * (34);") == 4  # east/west columns: the row stride
-    assert kernel.count("cpufree::shmem::p2p::quiet();") == 8  # each block's own; no quiet tasklet after
-    assert "quiet_putmem" not in kernel
-    assert kernel.count("if (cpufree::shmem::last_of(&__arrived, __use)) cpufree::shmem::p2p::signal_set(_flag,") == 8
-    assert kernel.count("cpufree::shmem::p2p::wait_until_ge(_flag, (uint64_t)(t));") == 8
-    for lane in range(4):
-        assert kernel.count(f"if (__block % __lanes == {lane}u % __lanes) {{") == 2
+    sizes = dict(LX=66, LY=34, PY=2)
+    assert put_forms(jacobi_2d.plain, symbols=sizes, shmem_transport="p2p") == [PutForm.DIRECT] * 8
+    sdfg = dace_cpufree.persistent_sdfg(jacobi_2d.plain, symbols=sizes, shmem_transport="p2p")
+    puts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and n.label == "putmem"]
     # no block barrier after the put: the stores have read the source once they are issued
-    put = kernel.index(copy)
-    end = kernel.index("}, B, flags);", put)
-    assert "__syncthreads();" not in kernel[end : kernel.index("// tasklet", end)]
+    assert {n.location.get("cpufree_exit_barrier") for n in puts} == {"no"}
+    # per half-step: rows of LY - 2 (32) dense on both ends, columns of LX - 2 (64) with the row stride
+    unexpanded = jacobi_2d.plain.to_sdfg(simplify=True)
+    layouts = [put_layout(n, st, st.sdfg) for n, st in unexpanded.all_nodes_recursive() if isinstance(n, Putmem)]
+    assert (
+        sorted((str(lay.count), lay.contiguous) for lay in layouts) == [("LX - 2", False)] * 4 + [("LY - 2", True)] * 4
+    )
+    src = dace_cpufree.kernel_source(jacobi_2d.plain, symbols=sizes, shmem_transport="p2p")
+    assert src.direct_stores
+    work = items(src)
+    lanes = [i.block for i in work if i.label == "tasklet putmem"]
+    assert [i.executor for i in work if i.label == "tasklet putmem"] == [ir.Executor.BLOCKS] * 8
+    assert sorted(lanes) == sorted(list(range(4)) * 2)  # 4 puts at once: 4 lanes
+    assert not any(i.label.startswith("tasklet quiet") for i in work)  # each block's own quiet
+    assert [i.label for i in work].count("tasklet signal_wait") == 8
+    # text under test: no NVSHMEM call that carries the proxy transport is printed into the kernel
+    code = dace_cpufree.generate_code(jacobi_2d.plain, symbols=sizes, shmem_transport="p2p")
+    kernel = code[code.index("__global__") : code.index("// ---- host launcher")]
     for call in ("nvshmemx_putmem", "nvshmem_double_iput", "nvshmem_quiet", "nvshmemx_signal_op", "signal_wait_until"):
         assert call not in kernel
     assert "cpufree_shmem_unreachable_pe" in code  # the launcher's reachability check
-    # full blocks: registers capped (NVSHMEM's library code, which sets them with "proxy", is not linked in)
+    # text under test: full blocks, registers capped (NVSHMEM's library code, which sets them with "proxy", is
+    # not linked in); the builder reads KernelSource.direct_stores for the same
     assert "__global__ void CPUFREE_FULL_BLOCKS cpufree_npbench_runs_multigpu_jacobi_2d_plain_kernel(" in kernel
-    proxy = dace_cpufree.generate_code(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2))
-    assert "cpufree::shmem::p2p::" not in proxy and "nvshmemx_putmem_signal_nbi_block" in proxy
-    assert "__global__ void cpufree_npbench_runs_multigpu_jacobi_2d_plain_kernel(" in proxy
+    proxy = dace_cpufree.kernel_source(jacobi_2d.plain, symbols=sizes)
+    assert not proxy.direct_stores and PutForm.DIRECT not in put_forms(jacobi_2d.plain, symbols=sizes)
+    assert "__global__ void cpufree_npbench_runs_multigpu_jacobi_2d_plain_kernel(" in proxy.code
 
 
 def test_transport_choice_follows_the_option_the_environment_and_the_launcher():

@@ -4,8 +4,10 @@ import re
 
 import dace
 import pytest
-from dace_cpufree.codegen import CUDA, HIP, generate
+from dace_cpufree.codegen import CUDA, HIP, generate, ir
+from dace_cpufree.codegen.ir import Form
 from dace_cpufree.transformations import PERSISTENT_SCHEDULE, FusePersistentKernel
+from kernel_steps import forms, items
 from programs import independent_then_dependent, scalar_sum, time_loop, two_independent
 
 import dace_cpufree
@@ -16,10 +18,6 @@ def _unfused(program) -> dace.SDFG:
     sdfg = program.to_sdfg(simplify=True)
     FusePersistentKernel(fuse_maps=False).apply_pass(sdfg, {})
     return sdfg
-
-
-def test_schedule_is_registered_enum_member():
-    assert dace.dtypes.ScheduleType.CPUFree_Persistent is PERSISTENT_SCHEDULE
 
 
 def test_every_top_level_map_is_persistent():
@@ -47,70 +45,64 @@ def test_every_top_level_map_is_persistent():
 def test_grid_syncs_only_where_dependencies_cross(program, fused, syncs):
     src = dace_cpufree.kernel_source(program) if fused else generate(_unfused(program), CUDA)
     assert src.grid_syncs == syncs
-    assert src.code.count("__grid.sync();") == syncs
+    assert src.code.count("__grid.sync();") == syncs  # text under test: the printer's count is what it printed
 
 
 def test_one_kernel_launched_once_cooperatively():
-    code = dace_cpufree.generate_code(KERNELS["jacobi_2d"].program)
-    assert len(re.findall(r"__global__ void", code)) == 1
-    assert code.count("CPUFREE_LAUNCH_COOPERATIVE(") == 1
-    launcher = code[code.index('extern "C" int cpufree_run') :]
-    # no host loop around the launch: the time loop is inside the kernel
-    assert "for (" not in launcher.split("CPUFREE_LAUNCH_COOPERATIVE(")[0].split("cudaEventRecord(start")[1]
-    kernel = code[: code.index("// ---- host launcher")]
-    assert re.search(r"for \(t = 0; \(t < TSTEPS\); t = \(t \+ 1\)\)", kernel)
-    assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in launcher
-    assert "cudaDevAttrMultiProcessorCount" in launcher
+    src = dace_cpufree.kernel_source(KERNELS["jacobi_2d"].program)
+    # the time loop is inside the kernel: a loop of the kernel IR around the stencil steps
+    loops = [c for seq in ir.seqs(src.kernel_ir) for c in seq.children if isinstance(c, ir.Loop)]
+    assert [loop.cond.code for loop in loops] == [["(t < TSTEPS)"]]
+    assert all(i in list(ir.items(loops[0])) for i in items(src) if i.label.startswith("map "))
+    # text under test: one kernel and one cooperative launch in the library the builder compiles
+    assert len(re.findall(r"__global__ void", src.code)) == 1
+    assert src.code.count("CPUFREE_LAUNCH_COOPERATIVE(") == 1
 
 
 def test_grid_stride_loop_over_whole_grid_without_scheduler():
-    code = dace_cpufree.generate_code(KERNELS["jacobi_2d"].program, scheduler=False)
-    assert "for (long long __f = __tid; __f < __n; __f += __nthreads)" in code
+    src = dace_cpufree.kernel_source(KERNELS["jacobi_2d"].program, scheduler=False)
+    assert set(forms(src)) == {Form.ELEMENTS} and not any(i.tile for i in items(src))
 
 
 def test_while_loop_condition_reads_device_data_after_sync():
-    code = dace_cpufree.generate_code(KERNELS["cg_residual"].program)
-    kernel = code[: code.index("// ---- host launcher")]
-    assert "res_index[0] > tol" in kernel
-    lines = kernel.splitlines()
-    for k, line in enumerate(lines):
-        if "res_index[0] > tol" in line:
-            assert lines[k - 1].strip() == "__grid.sync();"
-            break
-    else:
-        pytest.fail("no loop condition reading res")
+    src = dace_cpufree.kernel_source(KERNELS["cg_residual"].program)
+    # every thread evaluates the condition's value (an interstate assignment) after the grid sync
+    readers = [i for i in items(src) if "res_index" in i.reads and i.executor == ir.Executor.EVERY]
+    assert readers and all(i.sync_before for i in readers)
 
 
 def test_matmul_becomes_an_in_kernel_product_not_a_host_library_call():
-    code = dace_cpufree.generate_code(KERNELS["gemm"].program)
-    assert "cublas" not in code.lower()  # no host cuBLAS: the device product of cpufree/gemm.cuh
-    assert "cpufree::gemm<double>(" in code
+    src = dace_cpufree.kernel_source(KERNELS["gemm"].program)
+    assert [i.label for i in items(src) if i.collective] == ["tasklet _MatMult_gemm"]  # every thread of the grid
+    assert "cublas" not in src.code.lower()  # text under test: no host cuBLAS call anywhere in the library
 
 
 def test_hip_dialect_renames_runtime():
     src = generate(_unfused(time_loop), HIP)
+    # text under test: the dialect renames the runtime's calls in the printed text
     assert "hipOccupancyMaxActiveBlocksPerMultiprocessor" in src.code
     assert "cudaMalloc" not in src.code
 
 
 def test_restrict_only_on_arrays_the_kernel_never_writes():
-    code = dace_cpufree.generate_code(KERNELS["cg_residual"].program)
-    head = code[code.index("__global__ void") : code.index("{")]
+    src = dace_cpufree.kernel_source(KERNELS["cg_residual"].program)
+    written = {a.name: a.written for a in src.args if a.kind == "array"}
+    assert not written["b"] and written["it"] and written["x"]
+    # text under test: the declarations nvcc sees follow the fact
+    head = src.code[src.code.index("__global__ void") : src.code.index("{")]
     assert "double * __restrict__ b" in head  # read only
     assert "int64_t * it" in head and "double * x" in head  # written: no __restrict__
 
 
 def test_matrix_vector_rows_use_a_warp_per_output_without_scheduler():
     """A @ x reduces over the contiguous axis: lanes stride over a row, shuffles combine."""
-    code = dace_cpufree.generate_code(KERNELS["atax"].program, scheduler=False)
-    assert "for (long long __f = __tid / warpSize; __f < __n; __f += __nthreads / warpSize)" in code
-    assert "cpufree::warp_reduce<cpufree::Op::Sum>" in code
+    src = dace_cpufree.kernel_source(KERNELS["atax"].program, scheduler=False)
+    assert Form.WARP_PER_OUTPUT in forms(src)
 
 
 def test_gemm_keeps_a_thread_per_output():
     """C[i, j] += A[i, k] * B[k, j]: B's contiguous axis is j (an output axis), so a thread owns C[i, j]."""
-    code = dace_cpufree.generate_code(KERNELS["gemm"].program)
-    assert "warp_reduce" not in code
+    assert Form.WARP_PER_OUTPUT not in forms(dace_cpufree.kernel_source(KERNELS["gemm"].program))
 
 
 def test_cli_inspect_prints_code_and_summary(tmp_path, capsys):
@@ -122,7 +114,7 @@ def test_cli_inspect_prints_code_and_summary(tmp_path, capsys):
         "    B[:] = A * 2.0\n"
     )
     assert main(["inspect", f"{prog}:f"]) == 0
-    out = capsys.readouterr().out
+    out = capsys.readouterr().out  # text under test: what the command prints
     assert "__global__ void" in out and "work items    : 1" in out and "grid.sync()   : 0" in out
 
 
@@ -138,17 +130,19 @@ def test_loop_steps_of_communicating_kernels_run_apart():
     from npbench_runs.multigpu import jacobi_2d
 
     sizes = dict(symbols=dict(LX=66, LY=34, PY=2))
+    assert dace_cpufree.kernel_source(jacobi_2d.plain, **sizes).steps_apart
+    assert not dace_cpufree.kernel_source(KERNELS["jacobi_2d"].program).steps_apart  # no communication: inline
+    # text under test: the two half-steps' stencils printed as functions of their own, inside the time loop
     step_apart = re.compile(r"// map [^\n]*\n\s*cpufree::apart\(\[=\]\(double \* [AB]")
     kernel = _kernel_text(jacobi_2d.plain, **sizes)
-    assert len(step_apart.findall(kernel)) >= 2  # the two half-steps' stencils
-    assert kernel.index("cpufree::apart([=](") > kernel.index("// loop")
-    assert "cpufree::apart" not in _kernel_text(KERNELS["jacobi_2d"].program)  # no communication: inline
+    assert len(step_apart.findall(kernel)) >= 2 and kernel.index("cpufree::apart([=](") > kernel.index("// loop")
 
 
 def test_step_functions_take_the_kernel_pointers_as_parameters():
     """A tile step copies the scalars it uses (by reference, every global store could alias them: gesummv's
     warp step reloaded them 71 times) and gets the kernel's pointers as parameters declared like the kernel's
-    (captured, nvcc saw struct members: generic loads and stores, no __restrict__)."""
+    (captured, nvcc saw struct members: generic loads and stores, no __restrict__). Text under test: the capture
+    and parameter forms nvcc compiles (tests/transformations/test_scheduler.py builds gesummv-like steps)."""
     kernel = _kernel_text(KERNELS["gesummv"].program)
     assert "[&]" not in kernel
     header = re.search(r"auto __step = \[=\]\(auto __tile, ([^)]*)\) \{", kernel)
@@ -175,20 +169,20 @@ def test_column_reductions_split_the_reduced_dimension_over_the_warps_of_a_tile(
     """mvt's ``y_2 @ A`` (outputs along the contiguous dimension): a warp's width of outputs per tile, the
     tile's warps (slices) stride over the rows, then combine in shared memory; slice 0 stores."""
     src = dace_cpufree.kernel_source(KERNELS["mvt"].program)
+    assert [(i.form, i.tile) for i in items(src) if i.form == Form.TILE_COLUMNS] == [(Form.TILE_COLUMNS, 1024)]
+    assert any("the tile's warps split (__i1), shared-memory combine" in s for _, s, _ in src.steps)
+    assert Form.TILE_COLUMNS not in forms(dace_cpufree.kernel_source(KERNELS["mvt"].program, scheduler=False))
+    # text under test: slice 0 stores the combined sum (the guard that keeps the other slices' partials out)
     kernel = _kernel_text(KERNELS["mvt"].program)
-    assert "cpufree::with_tile<1024>(cpufree::tile_for_columns(__x___i0, __x___i1), __step, A, y_2, y_2_matmul_A);" in (
-        kernel
-    )
-    assert "for (long long __l = __slice; __l < __x___i1; __l += __slices) {" in kernel
     assert "__acc1 = cpufree::column_reduce<cpufree::Op::Sum>(__tile, __acc1);" in kernel
     assert "if (__slice == 0 && __c < __cols) y_2_matmul_A[(__i0)] = " in kernel
-    assert "#pragma unroll 2" in kernel
-    assert any("the tile's warps split (__i1), shared-memory combine" in s for _, s, _ in src.steps)
-    assert "tile_for_columns" not in _kernel_text(KERNELS["mvt"].program, scheduler=False)
 
 
 def test_thread_per_output_reductions_spread_their_warps_over_the_blocks():
     """mvt's column sums (a thread per output): warps numbered block-fastest, lanes consecutive."""
+    src = dace_cpufree.kernel_source(KERNELS["mvt"].program, scheduler=False)
+    assert forms(src).count(Form.THREAD_PER_OUTPUT) == 1
+    # text under test: the numbering of the thread-per-output step, and the element-wise steps' own
     kernel = _kernel_text(KERNELS["mvt"].program, scheduler=False)
     spread = (
         "const long long __spread = blockDim.x % warpSize ? __tid : "
@@ -205,7 +199,7 @@ def test_copies_decode_once_in_32_bits_when_sizes_are_constants():
     from npbench_runs.multigpu import jacobi_3d
 
     kernel = _kernel_text(jacobi_3d.overlapped, symbols=dict(LX=34, N=34))
-    start = kernel.index("// copy lo_buf -> B")
+    start = kernel.index("// copy lo_buf -> B")  # text under test: the printed index arithmetic
     copy = kernel[start : kernel.index("}", kernel.index("= lo_buf[", start))]
     assert "(long long)((unsigned)__s % (unsigned)(32))" in copy
     assert "__d" not in copy and "__s /= " not in copy

@@ -5,14 +5,15 @@ into tiles (``cg::tiled_partition<T>``), maps the contiguous dimension to the la
 fuses up to three outer dimensions into one tile-stride loop.
 """
 
-import re
 import types
 
 import dace
 import numpy as np
 import programs
 import pytest
+from dace_cpufree.codegen.ir import Form
 from helpers import check_against_numpy
+from kernel_steps import forms, tiles
 from programs import SOFTMAX_PAPER, softmax_f64
 
 import dace_cpufree
@@ -37,38 +38,24 @@ def _kernel(code: str) -> str:
     return code[: code.index("// ---- host launcher")]
 
 
-def _tiles(code: str) -> set[int]:
-    """The tile-size bounds of the steps: ``cpufree::with_tile<T>`` partitions blocks into tiles of
-    ``cooperative_groups::tiled_partition<t>`` (t <= 32) or ``cpufree::BlockTile<t>`` lanes, t <= T."""
-    return {
-        int(t) for t in re.findall(r"cpufree::with_tile<(\d+)>\(cpufree::tile_for_(?:map|reduction)\(", _kernel(code))
-    }
-
-
 def test_softmax_4d_rows_get_tiles_tile_reductions_and_one_fused_row_loop():
     src = dace_cpufree.kernel_source(KERNELS["softmax"].program, symbols=SOFTMAX_PAPER)
-    kernel = _kernel(src.code)
-    assert _tiles(src.code) == {512}  # the static bound: the 512-wide rows
-    # max and sum over the last axis: one tile per row, combined by a tile reduction, no atomics
-    assert "cpufree::tile_reduce<cpufree::Op::Max>(__tile" in kernel
-    assert "cpufree::tile_reduce<cpufree::Op::Sum>(__tile" in kernel
-    assert "atomic" not in kernel and "warp_reduce" not in kernel
+    assert tiles(src) == {512}  # the static bound: the 512-wide rows
     # all six steps (two initialisations, two reductions, exp, divide) share one tile-stride loop over
-    # the three fused outer dimensions, decoded once per row; tile barriers, no grid.sync() between them
-    assert kernel.count("auto __step = [=](auto __tile, ") == 1
-    assert "__or < __xr___g0 * __xr___g1 * __xr___g2; __or += __tilesr" in kernel
-    assert "const long long __xr___g2 = cpufree::max_<long long>(0, 512);" in kernel
-    assert kernel.count("__tile.sync();") == 5
-    assert src.grid_syncs == 0
-    assert "for (long long __l = __tile.thread_rank(); __l < " in kernel
+    # the three fused outer dimensions: one tile per row, tile reductions (no atomics), no grid.sync() between them
+    assert forms(src) == [Form.ROWS] and src.grid_syncs == 0
     (step,) = src.steps
     assert step[0].count("reduce_output") == 2 and "_Sub_" in step[0] and "_Div_" in step[0]
-    assert "6 steps fused row by row" in step[1] and "no grid.sync() inside" in step[1]
+    assert "6 steps fused row by row" in step[1] and "tile-stride loop over fused (__g0, __g1, __g2)" in step[1]
+    # text under test: the operator of each reduction (the program's max and sum) printed into its tile reduction
+    kernel = _kernel(src.code)
+    assert "cpufree::tile_reduce<cpufree::Op::Max>(__tile" in kernel
+    assert "cpufree::tile_reduce<cpufree::Op::Sum>(__tile" in kernel
 
 
 def test_softmax_all_maps_tiled_still_fuses_rows():
     src = dace_cpufree.kernel_source(KERNELS["softmax"].program, symbols=SOFTMAX_PAPER, scheduler="all")
-    assert src.grid_syncs == 0 and len(src.steps) == 1 and _tiles(src.code) == {512}
+    assert src.grid_syncs == 0 and forms(src) == [Form.ROWS] and tiles(src) == {512}
 
 
 @dace.program
@@ -99,34 +86,30 @@ def test_row_fusion_refused_when_a_step_reads_another_row():
 
 def test_heat_3d_fuses_two_outer_dimensions_and_tiles_the_contiguous_one():
     src = dace_cpufree.kernel_source(KERNELS["heat_3d"].program, symbols={"N": 40}, scheduler="all")
-    kernel = _kernel(src.code)
-    assert _tiles(src.code) == {64}  # 38 interior points: the power of two covering them
-    assert "__o < __x___i0 * __x___i1 * ((__x___i2 + __tile.num_threads() - 1) / __tile.num_threads());" in kernel
+    assert tiles(src) == {64}  # 38 interior points: the power of two covering them
+    assert forms(src) == [Form.TILED_MAP] * 2
     assert all("tile-stride loop over fused (__i0, __i1)" in s for _, s, _ in src.steps)
 
 
 def test_2d_map_symbolic_extent_picks_the_tile_at_run_time():
-    code = _kernel(dace_cpufree.generate_code(scale_2d, scheduler="all"))
-    assert re.search(r"cpufree::with_tile<1024>\(cpufree::tile_for_map\(__x___i1\), __step, [\w, ]+\);", code)
-    static = dace_cpufree.generate_code(scale_2d, symbols={"M": 100}, scheduler="all")
-    assert _tiles(static) == {128}
+    src = dace_cpufree.kernel_source(scale_2d, scheduler="all")
+    assert forms(src) == [Form.TILED_MAP] and tiles(src) == {1024}
+    assert "extent symbolic" in src.steps[0][1]
+    assert tiles(dace_cpufree.kernel_source(scale_2d, symbols={"M": 100}, scheduler="all")) == {128}
 
 
 def test_more_than_three_outer_dimensions_run_sequentially_outside_the_fused_loop():
     src = dace_cpufree.kernel_source(scale_5d, scheduler="all")
-    kernel = _kernel(src.code)
-    seq = kernel.index("for (long long __i0 = 0;")
-    fused = kernel.index("__o < __x___i1 * __x___i2 * __x___i3 * ((")
-    assert seq < fused
-    assert "sequential (__i0)" in src.steps[0][1]
+    assert forms(src) == [Form.TILED_MAP]
+    assert "sequential (__i0)" in src.steps[0][1] and "fused (__i1, __i2, __i3)" in src.steps[0][1]
 
 
 def test_tile_size_override_and_its_errors():
     label = dace_cpufree.kernel_source(scale_2d).steps[0][0].removeprefix("map ")
-    code = dace_cpufree.generate_code(scale_2d, symbols={"M": 100}, tile_sizes={label: 32})  # override: tiled
-    assert _tiles(code) == {32}
-    plain = dace_cpufree.generate_code(scale_2d, scheduler="all", tile_sizes={label: -1})
-    assert "tiled_partition" not in plain and "with_tile" not in plain
+    src = dace_cpufree.kernel_source(scale_2d, symbols={"M": 100}, tile_sizes={label: 32})  # override: tiled
+    assert tiles(src) == {32}
+    plain = dace_cpufree.kernel_source(scale_2d, scheduler="all", tile_sizes={label: -1})
+    assert not tiles(plain) and forms(plain) == [Form.ELEMENTS]
     with pytest.raises(CpufreeError, match="not a power of two"):
         dace_cpufree.generate_code(scale_2d, tile_sizes={label: 48})
     with pytest.raises(CpufreeError, match="does not have: nope"):
@@ -134,25 +117,25 @@ def test_tile_size_override_and_its_errors():
 
 
 def test_scheduler_off_is_the_plain_grid_stride_code():
-    code = _kernel(dace_cpufree.generate_code(KERNELS["softmax"].program, scheduler=False))
-    assert "with_tile" not in code and "__f += __nthreads / warpSize" in code
+    src = dace_cpufree.kernel_source(KERNELS["softmax"].program, scheduler=False)
+    assert not tiles(src) and Form.WARP_PER_OUTPUT in forms(src)
 
 
 def test_one_dimensional_maps_keep_one_grid_stride_loop():
     src = dace_cpufree.kernel_source(KERNELS["jacobi_1d"].program)
-    assert all("grid-stride loop" in s for _, s, _ in src.steps)
+    assert set(forms(src)) == {Form.ELEMENTS}
 
 
 def test_a_product_inside_a_map_is_a_register_reduction_tiled_over_the_output_rows():
     """A batch with a matrix per entry on both sides is DaCe's map of products (whole-matrix products and batches
     sharing one matrix are cpufree::gemm calls instead, tests/transformations/test_gemm.py)."""
     src = dace_cpufree.kernel_source(programs.both_batched, scheduler="all")
+    assert Form.TILED_MAP in forms(src)
     assert any("lanes over" in s and "register reduction" in s for _, s, _ in src.steps)
 
 
 def test_matrix_vector_rows_reduce_inside_a_tile():
-    kernel = _kernel(dace_cpufree.generate_code(KERNELS["atax"].program))
-    assert "cpufree::tile_reduce<cpufree::Op::Sum>(__tile" in kernel
+    assert Form.ROWS in forms(dace_cpufree.kernel_source(KERNELS["atax"].program))  # a tile per row
 
 
 def test_cli_inspect_reports_tiles(tmp_path, capsys):

@@ -25,8 +25,9 @@ EVERY = ir.Executor.EVERY
 HEADER_WORDS = ("DONE", "TOTAL", "STOPPED", "SYNCS", "TAIL", "DROPPED")
 HEADER = 8  # words before the ring (one spare)
 RECORD = 3  # words per notification record: seq, tag, value bits
-#: words of the host-call slot, after the ring (only with host callbacks), then the argument and result words
-CALL_WORDS = ("REQ", "RESP", "ID", "STATUS", "LATE")
+#: words of the host-call slot, after the ring (only with host callbacks); then the request's and the answer's
+#: flagged words (two per argument, two per result: ARG_WORDS, RESULT_WORDS) and the host's unpacked ARGS, RESULTS
+CALL_WORDS = ("REQ", "LATE", "HEAD", "ANSWER", "ID")
 #: words of the hang report, after the call slot (only with ``debug_waits``)
 HANG_WORDS = ("SITE", "BLOCK", "ARRIVED", "GRID", "MISSING", "MISSING_SITE", "MISSING_SYNCS", "SYNCS", "KIND")
 #: word kinds of a host call's arguments and results: float64 bits, int64, bool
@@ -55,7 +56,7 @@ class HostCall:
     """One host callback of the program (a ``print`` or a Python function DaCe could not parse), as the kernel
     calls it through the channel's call slot.
 
-    :ivar id: its number in the slot's ``ID`` word (the index in :attr:`ChannelFacts.calls`).
+    :ivar id: its number in the request's ``HEAD`` word (the index in :attr:`ChannelFacts.calls`).
     :ivar name: the callback's name in the SDFG (its symbol; the callable is looked up by it).
     :ivar args: the kind of each argument word (:data:`VALUE_KINDS`); :ivar results: of each result word.
     :ivar source: ``file:line`` of the call in the program.
@@ -114,21 +115,29 @@ class ChannelFacts:
 
     @property
     def call_index(self) -> dict:
-        """Word index of each call slot word (``REQ``, ...), then ``ARGS`` and ``RESULTS`` (the first of each)."""
+        """Word index of each call slot word (``REQ``, ...), then of the first of ``ARG_WORDS``, ``RESULT_WORDS``,
+        ``ARGS`` and ``RESULTS``."""
         if not self.calls:
             return {}
         at = self.call_at
         index = {name: at + k for k, name in enumerate(CALL_WORDS)}
-        index["ARGS"] = at + len(CALL_WORDS)
+        index["ARG_WORDS"] = at + len(CALL_WORDS)
+        index["RESULT_WORDS"] = index["ARG_WORDS"] + 2 * self.call_args
+        index["ARGS"] = index["RESULT_WORDS"] + 2 * self.call_results
         index["RESULTS"] = index["ARGS"] + self.call_args
         return index
+
+    @property
+    def call_words(self) -> int:
+        """Words of the call slot (0: no host callbacks)."""
+        return len(CALL_WORDS) + 3 * (self.call_args + self.call_results) if self.calls else 0
 
     @property
     def hang_at(self) -> int | None:
         """Word index of the hang report (``None``: not in debug mode)."""
         if self.debug_waits is None:
             return None
-        return self.ring_end + (len(CALL_WORDS) + self.call_args + self.call_results if self.calls else 0)
+        return self.ring_end + self.call_words
 
     @property
     def hang_index(self) -> dict:
@@ -139,9 +148,7 @@ class ChannelFacts:
     def words(self) -> int:
         if self.hang_at is not None:
             return self.hang_at + len(HANG_WORDS)
-        if self.calls:
-            return self.ring_end + len(CALL_WORDS) + self.call_args + self.call_results
-        return self.ring_end
+        return self.ring_end + self.call_words
 
     def site(self, what: str) -> int:
         """Registers a cancel point and returns its number."""
@@ -167,6 +174,7 @@ def prelude(channel: ChannelFacts) -> str:
     defines += [f"#define CPUFREE_CHANNEL_CALL_{name} {k}" for name, k in channel.call_index.items()]
     if channel.calls:
         defines.append(f"#define CPUFREE_CHANNEL_CALL_TIMEOUT_NS {int(channel.call_timeout * 1e9)}LL")
+        defines.append(f"#define CPUFREE_CHANNEL_CALL_MAX_RESULTS {channel.call_results}")
     defines += [f"#define CPUFREE_CHANNEL_HANG_{name} {k}" for name, k in channel.hang_index.items()]
     if channel.debug_waits is not None:
         defines.append(f"#define CPUFREE_CHANNEL_HANG_TIMEOUT_NS {int(channel.debug_waits * 1e9)}LL")
@@ -191,12 +199,33 @@ def sync_lines(channel: ChannelFacts | None, label: str) -> tuple[list[str], lis
 
 def loop_head(channel: ChannelFacts, label: str, progress: bool) -> ir.Item:
     """The first item of a loop's body: a cancel point, and with ``progress`` the iteration counted (the total is
-    the leader's since ``loop_begin``)."""
+    the leader's since ``loop_begin``; :func:`settle_progress` chooses how it is shown)."""
     site = channel.site(f"head of loop {label}")
     code = [f"CPUFREE_CHANNEL_POINT({site})"]
     if progress:
-        code.append("if (__tid == 0) cpufree::channel::loop_tick(__cpufree_leader);")
+        code.append(TICK_SHOWN)
     return ir.Item(f"cancel point {label}", code, executor=EVERY)
+
+
+#: the progress tick at a loop's head: counted, and shown every CPUFREE_CHANNEL_PROGRESS_EVERY iterations ...
+TICK_SHOWN = "if (__tid == 0) cpufree::channel::loop_tick(__cpufree_leader);"
+#: ... or counted only: the looks of the cancel path show it (a loop with a grid sync in its body)
+TICK_COUNTED = "if (__tid == 0) cpufree::channel::loop_count(__cpufree_leader);"
+
+
+def settle_progress(root) -> None:
+    """After the grid syncs are placed: a progress loop with a grid sync in its body has its iterations shown at
+    the looks of the cancel path (at most CPUFREE_CHANNEL_MAX_APART grid syncs apart), so its head only counts
+    them. A store of its own in the loop, however rarely it runs, cost a Jacobi 2-D step at NPBench's S size
+    0.25 us of its 2.8 us on an H100 (docs/channel.md)."""
+    for seq in ir.seqs(root):
+        for loop in seq.children:
+            if not (isinstance(loop, ir.Loop) and loop.progress):
+                continue
+            head = loop.body.children[0]  # loop_head's item
+            parts = [p for p in (loop.cond, loop.body, loop.update) if p is not None]  # not init: it runs once
+            if head.code[-1] == TICK_SHOWN and any(i.sync_before for p in parts for i in ir.items(p)):
+                head.code[-1] = TICK_COUNTED
 
 
 def loop_bracket(label: str, total: str | None) -> tuple[ir.Item, ir.Item]:
@@ -234,9 +263,13 @@ extern "C" int cpufree_channel_cancel(int value) {{
 }}
 """
 
-CALL_HOST = """// Host callbacks: the poller waits here (GIL released) for the next request (at most `timeout_ns` ns).
+CALL_HOST = """// Host callbacks: the poller waits here (GIL released) for the next request (at most `timeout_ns` ns)
+// and answers it.
 extern "C" long long cpufree_channel_wait_call(long long answered, long long timeout_ns) {
     return cpufree::channel::wait_call(answered, timeout_ns);
+}
+extern "C" void cpufree_channel_answer(long long request, long long status) {
+    cpufree::channel::answer(request, status);
 }
 """
 

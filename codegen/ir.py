@@ -96,6 +96,7 @@ class Loop:
     update_before_condition: bool = True
     # the symbols that interstate assignments inside the loop set (loop variables aside)
     assigned: frozenset = frozenset()
+    progress: bool = False  # the channel reports its iterations as progress (``channel.settle_progress``)
 
 
 @dataclass(eq=False)

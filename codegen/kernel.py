@@ -282,6 +282,8 @@ def generate(
     if concurrent_steps:
         split_independent(root, 1 + max((i.part.scope for i in ir.items(root) if i.part is not None), default=-1))
     place_grid_syncs(root)
+    if facts is not None:
+        chan.settle_progress(root)
     kernel = f"cpufree_{sdfg.name}_kernel"
     args = ctx.args
     arg_names = {a.name for a in args}

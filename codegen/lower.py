@@ -130,6 +130,7 @@ def _channel_loop(ctx: KernelContext, loop: LoopRegion, channel: Channel) -> ir.
     finally:
         channel.depth -= 1
     lowered.body.children.insert(0, chan.loop_head(channel.facts, loop.label, progress))
+    lowered.progress = progress
     if not progress:
         return lowered
     begin, end = chan.loop_bracket(loop.label, total)

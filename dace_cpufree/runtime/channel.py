@@ -48,6 +48,8 @@ class ChannelHost:
         if calls:
             lib.cpufree_channel_wait_call.restype = ctypes.c_longlong
             lib.cpufree_channel_wait_call.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
+            lib.cpufree_channel_answer.restype = None
+            lib.cpufree_channel_answer.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
             missing = [c.name for c in calls if c.name not in (callbacks or {})]
             if missing:
                 raise CpufreeError(
@@ -75,6 +77,10 @@ class ChannelHost:
 
     def call_word(self, name: str) -> int:
         return int(self.words[self.call_at[name]])
+
+    def requested_call(self) -> int:
+        """The callback number of the kernel's last request (from its flagged ``HEAD`` word)."""
+        return self.call_word("HEAD") & 0xFFFF
 
     def hang_word(self, name: str) -> int:
         return int(self.words[self.facts.hang_index[name]])
@@ -127,6 +133,7 @@ class Call:
         self.call_times = []  # with host callbacks: seconds each callable took (the host's part of a round trip)
         self._hang_shown = False
         self._hang_at = None  # when the poller first saw a hang report
+        self._answer_call = host._lib.cpufree_channel_answer if host.facts.calls else None
 
     # ---- the call ---------------------------------------------------------------------------------------------
     def run(self, launch):
@@ -139,7 +146,6 @@ class Call:
         facts = host.facts
         if facts.calls:  # every earlier request counts as answered (one the last launch gave up on, too)
             self._answered = self._first_request = host.call_word("REQ")
-            host.words[host.call_at["RESP"]] = self._answered
         if facts.debug_waits is not None:
             host.words[facts.hang_index["SITE"]] = 0
             if host._lib.cpufree_debug_reset() != 0:
@@ -203,7 +209,7 @@ class Call:
         facts = self.host.facts
         if not facts.calls or self.host.call_word("LATE") <= self._first_request:
             return
-        call = facts.calls[self.host.call_word("ID")]
+        call = facts.calls[self.host.requested_call()]
         raise HostCallbackError(
             f"{self.host.program}: the host callback {call.name}(...) at {call.source or 'an unknown line'} did not "
             f"answer within {facts.call_timeout:g} s, so the kernel stopped. Fix: make it return sooner, or compile "
@@ -246,10 +252,9 @@ class Call:
         self._answer(request, status)
 
     def _answer(self, request: int, status: int) -> None:
-        """Writes the status, then the request's number (after the results: x86 keeps stores in order)."""
-        ints, at = self.host.ints, self.host.call_at
-        ints[at["STATUS"]] = status
-        ints[at["RESP"]] = request
+        """The answer to request ``request``: its status and the results ``write`` left in ``RESULTS``, as the
+        request's flagged words (``cpufree_channel_answer``)."""
+        self._answer_call(request, status)
         self._answered = request
 
     # ---- the poller thread ------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ import dace
 import numpy as np
 import programs
 import pytest
+from dace_cpufree.codegen import channel as chan
+from dace_cpufree.codegen.channel import HostCall
 
 import dace_cpufree
 from dace_cpufree.api import _source, _transformed
@@ -155,7 +157,8 @@ def test_the_callback_is_an_item_that_writes_its_result():
     source = dace_cpufree.kernel_source(gamma_loop)
     (call,) = source.channel.calls
     assert (call.name, call.args, call.results) == ("gamma", ("f",), ("f",))
-    assert call.source.endswith("test_callbacks.py:56")
+    line = gamma_loop.f.__code__.co_firstlineno + 4  # the line of gamma(A[1]) (the decorator is the first)
+    assert call.source.endswith(f"test_callbacks.py:{line}")
     code = source.code
     call_at = code.index("cpufree::channel::call(0,")
     assert "if (__tid == 0)" in code[code.rindex("// tasklet", 0, call_at) : call_at]  # the leader calls
@@ -230,6 +233,18 @@ def test_programs_without_callbacks_get_no_call_slot():
     assert not source.channel.calls and "CPUFREE_CHANNEL_CALL" not in source.code
     assert "cg::grid_group __grid = cg::this_grid();" in source.code
     assert source.channel.words == source.channel.ring_end
+
+
+def test_the_call_slot_holds_two_flagged_words_per_value_and_the_hosts_unpacked_copy():
+    calls = [HostCall(0, "f", ("f", "i"), ("f",)), HostCall(1, "g", ("b",), ())]
+    facts = chan.facts(chan.ChannelSpec(ring=4), calls)
+    at = facts.call_index
+    assert at["ARG_WORDS"] == facts.ring_end + len(chan.CALL_WORDS)
+    assert at["RESULT_WORDS"] == at["ARG_WORDS"] + 2 * 2  # the most arguments a call passes, two words each
+    assert at["ARGS"] == at["RESULT_WORDS"] + 2 * 1
+    assert at["RESULTS"] == at["ARGS"] + 2
+    assert facts.words == at["RESULTS"] + 1
+    assert "#define CPUFREE_CHANNEL_CALL_MAX_RESULTS 1" in chan.prelude(facts)  # sizes the leader's answer read
 
 
 # ---- debug waits: hang reports ----------------------------------------------------------------------------------

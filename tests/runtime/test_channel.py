@@ -10,6 +10,8 @@ import warnings
 import dace
 import numpy as np
 import pytest
+from dace_cpufree.codegen import channel as chan
+from dace_cpufree.codegen import ir
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -31,6 +33,12 @@ def jacobi_plain(A: dace.float64[N], B: dace.float64[N], T: dace.int64):
     for _ in range(T):
         B[1:-1] = 0.5 * (A[:-2] + A[2:])
         A[1:-1] = 0.5 * (B[:-2] + B[2:])
+
+
+@dace.program
+def scalar_recurrence(x: dace.float64[1], T: dace.int64):
+    for _ in range(T):
+        x[0] = 0.5 * x[0] + 1.0
 
 
 def reference(A, B, T):
@@ -87,6 +95,27 @@ def test_automatic_progress_of_the_time_loop(capsys):
     check_correct(run, T=30)
     assert seen and seen[-1] == (30, 30)
     assert "jacobi_plain" in capsys.readouterr().err  # the text bar
+
+
+def _progress_heads(program):
+    """The first item of each loop that reports progress, in the printed kernel IR."""
+    root = dace_cpufree.kernel_source(program, progress=True).kernel_ir
+    loops = [n for seq in ir.seqs(root) for n in seq.children if isinstance(n, ir.Loop) and n.progress]
+    return [loop.body.children[0] for loop in loops]
+
+
+def test_a_loop_with_grid_syncs_counts_its_progress_and_the_looks_show_it():
+    heads = _progress_heads(jacobi_plain)
+    assert len(heads) == 1 and heads[0].code[-1] == chan.TICK_COUNTED  # no store of its own in the loop
+    heads = _progress_heads(scalar_recurrence)  # one thread's loop: no grid sync, so no looks
+    assert len(heads) == 1 and heads[0].code[-1] == chan.TICK_SHOWN
+    run = dace_cpufree.compile(scalar_recurrence, backend="emulate", progress="text")
+    seen = []
+    run.on_progress(lambda done, total: seen.append((done, total)))
+    x = np.zeros(1)
+    run(x, 20000)
+    assert seen[-1] == (20000, 20000)
+    np.testing.assert_allclose(x, [2.0])
 
 
 def test_notifications_in_order_and_a_full_ring_drops():

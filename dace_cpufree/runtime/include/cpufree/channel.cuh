@@ -17,16 +17,23 @@
 // stream of its own, so the kernel never reads host memory to see it.
 //
 // Host callbacks (only where the program has them: CPUFREE_CHANNEL_CALL_* defined, their words after the ring):
-//   REQ      device -> host: the number of the last request (a running count)
-//   RESP     host -> device: the number of the last request answered
-//   ID       the callback's number (ChannelFacts.calls); ARGS.. its argument words; RESULTS.. the host's results
-//   STATUS   host -> device: 0 answered, 1 the callback raised, 2 a stop was asked (not called); on 1 and 2 the
-//            kernel makes no more calls and stops at its next cancel point
+//   REQ      device -> host: the number of the last request (a running count; read by the host between launches)
 //   LATE     device -> host: the number of a request the leader stopped waiting for (the timeout passed)
-// The leader writes ID and the arguments, fences, sets REQ and spins on RESP (at most
-// CPUFREE_CHANNEL_CALL_TIMEOUT_NS, then it gives up and stops the kernel). The host's poller thread waits for REQ
-// (cpufree_channel_wait_call: spinning, then sleeping), calls the Python callable, writes the results, STATUS and
-// RESP. The other threads see the results after the grid sync that the generator places before their next use.
+//   HEAD     device -> host: the request, a flagged word (below): the callback's number (ChannelFacts.calls) and
+//            how many arguments follow
+//   ARG_WORDS..     device -> host: each argument as two flagged words (its low and high 32 bits)
+//   ANSWER   host -> device: a flagged word: 0 answered, 1 the callback raised, 2 a stop was asked (not called); on
+//            1 and 2 the kernel makes no more calls and stops at its next cancel point
+//   RESULT_WORDS..  host -> device: each result as two flagged words
+//   ID, ARGS.., RESULTS..   host only: the request unpacked for Python, and the results Python writes
+// A flagged word carries 32 bits of data in its low half and the low 32 bits of the request's number in its high
+// half (NCCL's low-latency protocol does the same): a reader knows each word is of this request without a fence
+// or an ordering between words, because an aligned 64-bit store and load are single-copy atomic on both sides of
+// PCIe. So the leader writes the request's words and spins on the answer's words with no fence (one PCIe read of
+// all of them per turn, at most CPUFREE_CHANNEL_CALL_TIMEOUT_NS, then it gives up and stops the kernel), and the
+// host's poller thread waits for HEAD (cpufree_channel_wait_call: spinning, then sleeping), unpacks the arguments,
+// calls the Python callable and writes the answer (cpufree_channel_answer). The other threads see the results
+// after the grid sync that the generator places before their next use.
 //
 // Debug waits (CPUFREE_CHANNEL_HANG_* defined): grid syncs are a hand-written barrier (DebugGrid: an arrival
 // counter and a generation in global memory). A block that waits longer than CPUFREE_CHANNEL_HANG_TIMEOUT_NS
@@ -204,9 +211,10 @@ __device__ inline long long trip_count(long long start, long long end, long long
     return n > 0 ? n : 0;
 }
 
-// A loop that reports progress: before it (`begin`), at the head of each iteration (`tick`) and after it. The
-// iterations are counted in a register and shown at the looks of the cancel path (about every
-// CPUFREE_CHANNEL_POLL_NS), and every CPUFREE_CHANNEL_PROGRESS_EVERY iterations for loops without grid syncs.
+// A loop that reports progress: before it (`begin`), at the head of each iteration (`tick`, or `count` in a loop
+// with grid syncs) and after it. The iterations are counted in a register and shown at the looks of the cancel path
+// (about every CPUFREE_CHANNEL_POLL_NS), and by `tick` every CPUFREE_CHANNEL_PROGRESS_EVERY iterations for loops
+// without grid syncs (no looks there).
 #ifndef CPUFREE_CHANNEL_PROGRESS_EVERY
 #define CPUFREE_CHANNEL_PROGRESS_EVERY 4096
 #endif
@@ -218,6 +226,7 @@ __device__ inline void loop_begin(long long total, Leader &l) {
 __device__ inline void loop_tick(Leader &l) {
     if (++l.ticks % CPUFREE_CHANNEL_PROGRESS_EVERY == 0) progress(l.ticks - 1, l.total);
 }
+__device__ inline void loop_count(Leader &l) { ++l.ticks; }
 __device__ inline void loop_end(Leader &l) {
     progress(l.ticks, l.total);
     l.total = -1;
@@ -277,6 +286,16 @@ __device__ inline void pause_briefly() {
 #endif
 }
 
+// A flagged word of the call slot: `data` in the low 32 bits, the request's flag (its number's low 32 bits) above.
+__host__ __device__ inline long long flagged(unsigned int flag, unsigned int data) {
+    return (long long)(((unsigned long long)flag << 32) | (unsigned long long)data);
+}
+__host__ __device__ inline unsigned int flag_of(long long word) { return (unsigned int)((unsigned long long)word >> 32); }
+__host__ __device__ inline unsigned int data_of(long long word) { return (unsigned int)(unsigned long long)word; }
+__host__ __device__ inline long long joined(long long low, long long high) {
+    return (long long)((unsigned long long)data_of(low) | ((unsigned long long)data_of(high) << 32));
+}
+
 // The leader calls host callback `id` with `nargs` argument words and waits for `nres` result words. After a cancel
 // (or a callback that raised, or no answer within the timeout) it makes no more calls: results are 0.
 __device__ inline void call(int id, const long long *args, int nargs, long long *results, int nres) {
@@ -284,14 +303,29 @@ __device__ inline void call(int id, const long long *args, int nargs, long long 
     volatile long long *w = cpufree_channel;
     for (int k = 0; k < nres; ++k) results[k] = 0;
     if (s.seen) return;
-    if (s.calls == 0) s.calls = w[CPUFREE_CHANNEL_CALL_RESP];  // numbering goes on from the last launch's
-    const long long seq = ++s.calls;
-    w[CPUFREE_CHANNEL_CALL_ID] = id;
-    for (int k = 0; k < nargs; ++k) w[CPUFREE_CHANNEL_CALL_ARGS + k] = args[k];
-    fence_system();  // the request before its number
-    w[CPUFREE_CHANNEL_CALL_REQ] = seq;  // no fence after it: the store leaves at once, and waiting for it gains nothing
+    const long long seq = ++s.calls;  // device memory: the numbering goes on over launches of this library
+    const unsigned int flag = (unsigned int)seq;
+    for (int k = 0; k < nargs; ++k) {
+        w[CPUFREE_CHANNEL_CALL_ARG_WORDS + 2 * k] = flagged(flag, data_of(args[k]));
+        w[CPUFREE_CHANNEL_CALL_ARG_WORDS + 2 * k + 1] = flagged(flag, flag_of(args[k]));
+    }
+    w[CPUFREE_CHANNEL_CALL_HEAD] = flagged(flag, (unsigned int)id | ((unsigned int)nargs << 16));
+    w[CPUFREE_CHANNEL_CALL_REQ] = seq;
     const long long start = now_ns();
-    while (w[CPUFREE_CHANNEL_CALL_RESP] != seq) {
+    while (true) {
+        long long got[1 + 2 * CPUFREE_CHANNEL_CALL_MAX_RESULTS];  // the answer's words, read in one turn
+        got[0] = w[CPUFREE_CHANNEL_CALL_ANSWER];
+        for (int k = 0; k < 2 * nres; ++k) got[1 + k] = w[CPUFREE_CHANNEL_CALL_RESULT_WORDS + k];
+        bool ready = flag_of(got[0]) == flag;
+        for (int k = 0; k < 2 * nres; ++k) ready = ready && flag_of(got[1 + k]) == flag;
+        if (ready) {
+            if (data_of(got[0]) != 0) {
+                s.seen = 1;  // the callback raised (the host re-raises it after the kernel stopped), or a cancel came
+                return;
+            }
+            for (int k = 0; k < nres; ++k) results[k] = joined(got[1 + 2 * k], got[2 + 2 * k]);
+            return;
+        }
         if (now_ns() - start > CPUFREE_CHANNEL_CALL_TIMEOUT_NS) {
             s.seen = 1;  // the host did not answer: stop at the next cancel point
             w[CPUFREE_CHANNEL_CALL_LATE] = seq;
@@ -300,12 +334,6 @@ __device__ inline void call(int id, const long long *args, int nargs, long long 
         }
         pause_briefly();
     }
-    fence_system();  // the answer's words after its number
-    if (w[CPUFREE_CHANNEL_CALL_STATUS] != 0) {
-        s.seen = 1;  // the callback raised (the host re-raises it after the kernel stopped), or a cancel came
-        return;
-    }
-    for (int k = 0; k < nres; ++k) results[k] = w[CPUFREE_CHANNEL_CALL_RESULTS + k];
 }
 
 // The host's address of the channel (set by host_alloc). `static`: every library keeps its own (an `inline`
@@ -315,8 +343,9 @@ static inline long long *&host_words_ref() {
     return words;
 }
 
-// Host: waits until the kernel makes a request after `answered` (returns its number) or `timeout_ns` passed
-// (returns `answered`). Spins for the first CPUFREE_CHANNEL_SPIN_NS after each request, then sleeps 20 us steps.
+// Host: waits until the kernel makes request `answered + 1` (returns its number, its arguments unpacked into ID
+// and ARGS) or `timeout_ns` passed (returns `answered`). Spins for the first CPUFREE_CHANNEL_SPIN_NS after each
+// request, then sleeps 20 us steps.
 #ifndef CPUFREE_CHANNEL_SPIN_NS
 #define CPUFREE_CHANNEL_SPIN_NS 2000000LL
 #endif
@@ -332,14 +361,25 @@ inline long long host_now_ns() {
 static inline long long wait_call(long long answered, long long timeout_ns) {
     static long long last_request = 0;  // host time of the last request seen: spin while requests come often
     volatile long long *w = host_words_ref();
+    const unsigned int flag = (unsigned int)(answered + 1);
     const long long start = host_now_ns();
     while (true) {
-        const long long req = w[CPUFREE_CHANNEL_CALL_REQ];
+        const long long head = w[CPUFREE_CHANNEL_CALL_HEAD];
         const long long now = host_now_ns();
-        if (req != answered) {
-            last_request = now;
-            std::atomic_thread_fence(std::memory_order_acquire);
-            return req;
+        if (flag_of(head) == flag) {
+            const int nargs = (int)(data_of(head) >> 16);
+            bool complete = true;  // every argument word of this request has arrived
+            for (int k = 0; k < 2 * nargs && complete; ++k)
+                complete = flag_of(w[CPUFREE_CHANNEL_CALL_ARG_WORDS + k]) == flag;
+            if (complete) {
+                for (int k = 0; k < nargs; ++k)
+                    w[CPUFREE_CHANNEL_CALL_ARGS + k] =
+                        joined(w[CPUFREE_CHANNEL_CALL_ARG_WORDS + 2 * k], w[CPUFREE_CHANNEL_CALL_ARG_WORDS + 2 * k + 1]);
+                w[CPUFREE_CHANNEL_CALL_ID] = data_of(head) & 0xffffu;
+                last_request = now;
+                return answered + 1;
+            }
+            continue;  // the rest of the request is on its way
         }
         if (now - start >= timeout_ns) return answered;
         if (now - last_request > CPUFREE_CHANNEL_SPIN_NS) {
@@ -349,6 +389,18 @@ static inline long long wait_call(long long answered, long long timeout_ns) {
             sched_yield();  // spinning, but a thread waiting for this core (the emulated kernel) goes first
         }
     }
+}
+
+// Host: answers request `request` with `status` and the results Python wrote into RESULTS.
+static inline void answer(long long request, long long status) {
+    volatile long long *w = host_words_ref();
+    const unsigned int flag = (unsigned int)request;
+    for (int k = 0; k < CPUFREE_CHANNEL_CALL_MAX_RESULTS; ++k) {
+        const long long value = w[CPUFREE_CHANNEL_CALL_RESULTS + k];
+        w[CPUFREE_CHANNEL_CALL_RESULT_WORDS + 2 * k] = flagged(flag, data_of(value));
+        w[CPUFREE_CHANNEL_CALL_RESULT_WORDS + 2 * k + 1] = flagged(flag, flag_of(value));
+    }
+    w[CPUFREE_CHANNEL_CALL_ANSWER] = flagged(flag, (unsigned int)status);
 }
 #endif  // CPUFREE_CHANNEL_CALL_REQ
 

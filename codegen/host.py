@@ -193,6 +193,7 @@ def workspace_code(args) -> tuple[str, str]:
 # Entry points of a program that communicates. NVSHMEM must be initialised by code in the shared library
 # that links libnvshmem_device.a (its device state lives there), hence here and not in Python.
 
+SHMEM_HEADER = "cpufree/shmem.cuh"  # SHMEM declarations, the collective launch, the symmetric workspace's hooks
 SHMEM_HOST_TEMPLATE = """
 // ---- SHMEM host entry points ----------------------------------------------------------------
 #if defined(CPUFREE_SHMEM_ROC)

@@ -18,7 +18,7 @@ from .concurrency import split_independent
 from .context import KernelContext, symbol_ctype
 from .dialect import Dialect
 from .expressions import kernel_symbols
-from .host import HOST_TEMPLATE, STEP_TIMES_HOST, largest, workspace_code
+from .host import HOST_TEMPLATE, SHMEM_HEADER, SHMEM_HOST_TEMPLATE, STEP_TIMES_HOST, largest, workspace_code
 from .lower import lower_sdfg
 from .parts import block_scopes, in_part, scope_code, strategy
 from .rows import fuse_rows
@@ -75,6 +75,9 @@ class KernelSource:
     steps_apart: bool = False
     #: the kernel IR as printed (an ``ir.Seq``, syncs and barriers placed): its items' executors, forms, tiles
     kernel_ir: ir.Seq | None = None
+    #: the program communicates: the SHMEM runtime (``cpufree/shmem.cuh``, host entry points) is in the code and
+    #: the builder links the SHMEM library
+    shmem: bool = False
 
 
 def _apart(item: ir.Item) -> list[str]:
@@ -249,6 +252,7 @@ def generate(
     race_check: bool = False,
     channel: chan.ChannelSpec | None = None,
     concurrent_steps: bool = True,
+    shmem: bool = False,
 ) -> KernelSource:
     """Generates kernel and launcher for an SDFG prepared by :func:`dace_cpufree.persistent_sdfg`.
 
@@ -262,6 +266,8 @@ def generate(
                     syncs, progress and notifications; ``None``: none of it is printed.
     :param concurrent_steps: independent grid steps run side by side on blocks of their own when they are small
                              (:mod:`.concurrency`); ``False``: one after another on the whole grid.
+    :param shmem: the program communicates (NVSHMEM / ROC_SHMEM): the SHMEM runtime's header after the runtime's
+                  and its host entry points (:data:`~.host.SHMEM_HOST_TEMPLATE`).
     """
     if channel is not None and dialect.name != "cuda":
         raise CpufreeError(f"the device <-> host channel has no {dialect.name} version yet. Fix: build for CUDA.")
@@ -316,7 +322,8 @@ def generate(
     scopes = block_scopes(root)
     scope_lines, scope_globals = scope_code(scopes, arg_names)
     environments = kernel_environments(sdfg)
-    headers = [h for env in environments for h in getattr(dace.library.get_environment(env), "kernel_headers", [])]
+    headers = [SHMEM_HEADER] if shmem else []
+    headers += [h for env in environments for h in getattr(dace.library.get_environment(env), "kernel_headers", [])]
     code = KERNEL_TEMPLATE.format(
         includes="".join(f"#include <{h}>\n" for h in headers),
         globals=scope_globals
@@ -353,6 +360,8 @@ def generate(
         code += STEP_TIMES_HOST.format(n=nseg)
     if facts is not None:
         code += chan.host_code(facts)
+    if shmem:
+        code += SHMEM_HOST_TEMPLATE.format()
     code = dialect.translate(code)
     work = [i for i in items if i.executor != ir.Executor.EVERY]
     steps = [(i.label, strategy(i), i.sync_before) for i in work]
@@ -377,6 +386,7 @@ def generate(
         dynamic_shared=dynamic_shared,
         steps_apart=printer.steps_apart,
         kernel_ir=root,
+        shmem=shmem,
     )
 
 

@@ -9,7 +9,6 @@ import dace
 
 from dace_cpufree.codegen import DIALECTS, KernelSource, generate
 from dace_cpufree.codegen.channel import ChannelSpec, program_calls, program_channel
-from dace_cpufree.codegen.comm import add_shmem_runtime
 from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
 from dace_cpufree.frontend.callbacks import callables, host_callbacks
 from dace_cpufree.options import CompileOptions
@@ -109,9 +108,10 @@ def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
     direct = opts.backend == "cuda" and opts.shmem_transport == "p2p" and has_symmetric(sdfg)
     calls, tags = program_channel(sdfg)
     race = opts.race_check is not None
+    shmem = communicates(sdfg)
     spec = None
     if opts.wants_channel(calls):
-        if communicates(sdfg):
+        if shmem:
             raise CpufreeError(
                 f"'{sdfg.name}' communicates (nvshmem), and the device <-> host channel (progress, cancel, notify) "
                 "is not built for such programs yet: a PE that stops on a cancel would leave its peers waiting. "
@@ -133,10 +133,10 @@ def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
         race_check=race,
         channel=spec,
         concurrent_steps=opts.concurrent_steps,
+        shmem=shmem,
     )
-    if spec is None:
-        return add_shmem_runtime(source, sdfg)
-    source.channel.tags = tags
+    if spec is not None:
+        source.channel.tags = tags
     return source
 
 
@@ -224,8 +224,7 @@ def compile(  # noqa: A001 - the API's name
     )
     sdfg = _transformed(program_or_sdfg, opts)
     functions = callables(program_or_sdfg, program_calls(sdfg))
-    shmem = communicates(sdfg)
-    if shmem and backend == "emulate":
+    if communicates(sdfg) and backend == "emulate":
         raise CpufreeError(
             f"'{sdfg.name}' communicates (nvshmem.Putmem/SignalWait), which the host emulation cannot run. "
             "Fix: use backend='cuda' on GPUs, or dace_cpufree.generate_code(...) to inspect the code."
@@ -236,7 +235,7 @@ def compile(  # noqa: A001 - the API's name
             source.code,
             sdfg.name,
             backend,
-            shmem=shmem,
+            shmem=source.shmem,
             full_blocks=source.direct_stores,
             race_check=opts.race_check,
             environments=source.environments,

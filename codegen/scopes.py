@@ -84,7 +84,7 @@ class ScopeWriter:
         for edge in state.in_edges(node):
             if edge.data.is_empty() or edge.dst_conn is None:
                 continue
-            ctype = node.in_connectors[edge.dst_conn]
+            ctype = _typed(node.in_connectors[edge.dst_conn], ctx, edge.data)
             defined[edge.dst_conn] = ctype
             if is_pointer(ctype) and edge.dst_conn in node.out_connectors:
                 continue  # read and written through one pointer (C of a product): bound as the output
@@ -92,7 +92,7 @@ class ScopeWriter:
         for edge in state.out_edges(node):
             if edge.data.is_empty() or edge.src_conn is None:
                 continue
-            conn, ctype = edge.src_conn, node.out_connectors[edge.src_conn]
+            conn, ctype = edge.src_conn, _typed(node.out_connectors[edge.src_conn], ctx, edge.data)
             defined[conn] = ctype
             if is_pointer(ctype):
                 target = ctx.access(edge.data.data, edge.data.subset)
@@ -131,6 +131,14 @@ class ScopeWriter:
         if self.ctx.thread_owned(memlet.data, memlet.subset, self.owned):
             return f"{target} = cpufree::combine<{op}>({target}, {value});"
         return f"cpufree::atomic_combine<{op}>(&{target}, {value});"
+
+
+def _typed(ctype, ctx, memlet):
+    """A connector's type; where DaCe left it untyped (a tasklet a transformation copied into a nested SDFG after
+    type inference), the element type of the container its memlet reads or writes, as DaCe's inference gives."""
+    if ctype is not None and ctype.type is not None:
+        return ctype
+    return ctx.sdfg.arrays[memlet.data].dtype
 
 
 def _assigned_as_value(node: nodes.Tasklet, conn: str, memlet) -> bool:

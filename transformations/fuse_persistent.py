@@ -24,6 +24,7 @@ from dace_cpufree.errors import NotPersistableError
 
 from .block_scopes import prepare_block_scopes, simplify
 from .expand_libraries import ExpandLibraryNodesToDataflow
+from .loop_into_map import MoveUpdateLoopsIntoMap
 from .loop_reductions import LoopAccumulationToMap, inside
 from .program_order import accesses, conflict
 from .scaled_products import ScaleAfterProduct
@@ -116,6 +117,8 @@ class FusePersistentKernel(ppl.Pass):
         if self.fuse_maps and sdfg.apply_transformations_repeated(FuseParallelMaps):
             # maps that met in one state by the inlining (a call whose arguments are views)
             FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
+        # loops of in-place updates run inside the map, each point on its own elements (no grid sync per iteration)
+        sdfg.apply_transformations_repeated(MoveUpdateLoopsIntoMap)
 
 
 def merge_state_chain(sdfg: dace.SDFG, symbols: dict | None = None) -> bool:

@@ -1,0 +1,89 @@
+"""Loops of element-wise in-place updates move into the map (transformations/loop_into_map.py): each map point runs
+the loop nest on its own elements, with no grid step and sync per iteration. Loops whose iterations read other
+points' elements stay loops. Results against NumPy, under the race checker, nvcc, and on a GPU."""
+
+import dace
+import numpy as np
+import pytest
+from dace_cpufree.codegen import ir
+
+import dace_cpufree
+from dace_cpufree.runtime import build
+from npbench_runs.kernels import conv2d_bias
+
+N = dace.symbol("N")
+K = dace.symbol("K")
+
+
+@dace.program
+def rows_added(A: dace.float64[K, N], out: dace.float64[N]):
+    for k in range(K):
+        out[:] = out * 0.5 + A[k, :]
+
+
+@dace.program
+def smoothing(A: dace.float64[N], T: dace.int64):
+    for _ in range(T):
+        A[1:-1] = 0.5 * (A[:-2] + A[2:])  # reads the neighbours' elements: iterations depend on each other
+
+
+@dace.program
+def row_by_row(A: dace.float64[K, N], out: dace.float64[K, N]):
+    for k in range(1, K):
+        out[k, :] = out[k - 1, :] + A[k, :]  # the element written depends on the loop variable
+
+
+def _loops(program) -> list:
+    root = dace_cpufree.kernel_source(program).kernel_ir
+    return [c for seq in ir.seqs(root) for c in seq.children if isinstance(c, ir.Loop)]
+
+
+def test_a_convolution_runs_its_whole_loop_nest_on_each_output_element():
+    source = dace_cpufree.kernel_source(conv2d_bias.program)
+    assert _loops(conv2d_bias.program) == []  # the three loops are each thread's now
+    assert source.grid_syncs == 1  # the bias before the sums; none per (p, q, c) any more
+    data = conv2d_bias.initialize(**conv2d_bias.PRESETS["small"])
+    want = conv2d_bias.reference(data["input"], data["weights"], data["bias"])
+    for race in (False, "forward", "shuffle"):
+        got = dace_cpufree.compile(conv2d_bias.program, backend="emulate", race_check=race)(
+            input=data["input"], weights=data["weights"], bias=data["bias"]
+        )
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_an_update_with_read_only_operands_indexed_by_the_loop_variable_moves():
+    assert _loops(rows_added) == []
+    A, out = np.random.default_rng(0).random((9, 33)), np.random.default_rng(1).random(33)
+    want = out.copy()
+    for k in range(9):
+        want = want * 0.5 + A[k]
+    dace_cpufree.compile(rows_added, backend="emulate", race_check="reverse")(A=A, out=out)
+    np.testing.assert_allclose(out, want)
+
+
+@pytest.mark.parametrize("program", [smoothing, row_by_row])
+def test_loops_whose_iterations_read_other_points_elements_stay_loops(program):
+    assert len(_loops(program)) == 1
+
+
+def test_a_stencil_time_loop_keeps_its_result():
+    A = np.random.default_rng(2).random(40)
+    want = A.copy()
+    for _ in range(5):
+        want[1:-1] = 0.5 * (want[:-2] + want[2:])
+    dace_cpufree.compile(smoothing, backend="emulate", race_check="shuffle")(A=A, T=5)
+    np.testing.assert_allclose(A, want)
+
+
+@pytest.mark.compile
+def test_nvcc_compiles_the_moved_loop_nest():
+    source = dace_cpufree.kernel_source(conv2d_bias.program)
+    assert build(source.code, "nvcc_loop_into_map", "cuda").exists()
+
+
+@pytest.mark.gpu
+def test_gpu_convolution_against_numpy():
+    data = conv2d_bias.initialize(N=4, C_in=3, C_out=16, K=7, H=96, W=80)
+    want = conv2d_bias.reference(data["input"], data["weights"], data["bias"])
+    got = dace_cpufree.compile(conv2d_bias.program)(input=data["input"], weights=data["weights"], bias=data["bias"])
+    np.testing.assert_allclose(got, want, rtol=1e-4)

@@ -48,8 +48,6 @@ class ChannelHost:
         if calls:
             lib.cpufree_channel_wait_call.restype = ctypes.c_longlong
             lib.cpufree_channel_wait_call.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
-            lib.cpufree_channel_answer.restype = None
-            lib.cpufree_channel_answer.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
             missing = [c.name for c in calls if c.name not in (callbacks or {})]
             if missing:
                 raise CpufreeError(
@@ -133,7 +131,11 @@ class Call:
         self.call_times = []  # with host callbacks: seconds each callable took (the host's part of a round trip)
         self._hang_shown = False
         self._hang_at = None  # when the poller first saw a hang report
-        self._answer_call = host._lib.cpufree_channel_answer if host.facts.calls else None
+        self._answer_call = None
+        if host.facts.calls:  # a few stores: called without releasing the GIL (ctypes.PyDLL), which costs more
+            answer = ctypes.PyDLL(host._lib._name).cpufree_channel_answer
+            answer.restype, answer.argtypes = None, [ctypes.c_longlong, ctypes.c_longlong]
+            self._answer_call = answer
 
     # ---- the call ---------------------------------------------------------------------------------------------
     def run(self, launch):

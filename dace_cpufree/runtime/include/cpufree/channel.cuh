@@ -386,7 +386,13 @@ static inline long long wait_call(long long answered, long long timeout_ns) {
             timespec pause{0, 20000};
             nanosleep(&pause, nullptr);
         } else {
+#if defined(CPUFREE_EMULATE)
             sched_yield();  // spinning, but a thread waiting for this core (the emulated kernel) goes first
+#elif defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();  // spinning: a system call here would add its microsecond to the round trip
+#elif defined(__aarch64__)
+            asm volatile("yield");
+#endif
         }
     }
 }

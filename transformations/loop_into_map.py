@@ -24,6 +24,8 @@ after the nest. The loop of a nest is moved at its outermost loop that qualifies
 
 from __future__ import annotations
 
+import copy
+
 import dace
 import networkx as nx
 from dace import symbolic
@@ -68,7 +70,47 @@ class MoveUpdateLoopsIntoMap(MoveLoopIntoMap):
             self.loop = outer
         for loop in reversed(nest[:-1]):  # each loop around it, into that nested SDFG
             _wrap(loop, sdfg)
+        (nsdfg,) = [n for n in body.nodes() if isinstance(n, nodes.NestedSDFG)]
+        moved = nsdfg.sdfg.start_block
+        for name in sorted({e.dst.data for e in body.out_edges(body.exit_node(_map_of(body)))}):
+            _in_a_register(nsdfg.sdfg, moved, name)
         sdfg.reset_cfg_list()
+
+
+def _map_of(state: SDFGState) -> nodes.MapEntry:
+    (entry,) = [n for n in state.nodes() if isinstance(n, nodes.MapEntry)]
+    return entry
+
+
+def _in_a_register(inner, nest: LoopRegion, name: str) -> None:
+    """The element the thread updates through the loop nest lives in a scalar: loaded before the nest, stored after
+    it (the compiler cannot keep it in a register itself: the element's stores might alias the operands' loads).
+    Every access to ``name`` in ``nest`` (the loops moved into ``inner``) is the same element."""
+    states = [b for b in nest.all_control_flow_blocks() if isinstance(b, SDFGState)]
+    edges = [(state, e) for state in states for e in state.edges() if e.data.data == name]
+    if not edges or len({str(e.data.subset) for _, e in edges}) != 1:
+        return  # e.g. the whole array passed on to a nested SDFG: left in memory
+    if any(isinstance(n, nodes.NestedSDFG) for _, e in edges for n in (e.src, e.dst)):
+        return
+    subset = copy.deepcopy(edges[0][1].data.subset)
+    local = inner.add_scalar("cpufree_element", inner.arrays[name].dtype, transient=True, find_new_name=True)[0]
+    for _, e in edges:
+        e.data.data, e.data.subset = local, dace.subsets.Range.from_string("0")
+    for state in states:
+        for n in state.data_nodes():
+            if n.data == name:
+                n.data = local
+    load = inner.add_state_before(nest, "load_element")
+    memlet = dace.Memlet(data=name, subset=copy.deepcopy(subset), other_subset="0")
+    load.add_edge(load.add_read(name), None, load.add_write(local), None, memlet)
+    store = inner.add_state_after(nest, "store_element")
+    store.add_edge(
+        store.add_read(local),
+        None,
+        store.add_write(name),
+        None,
+        dace.Memlet(data=local, subset="0", other_subset=copy.deepcopy(subset)),
+    )
 
 
 def _nest(loop) -> list | None:

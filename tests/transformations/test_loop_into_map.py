@@ -5,6 +5,7 @@ points' elements stay loops. Results against NumPy, under the race checker, nvcc
 import dace
 import numpy as np
 import pytest
+from dace.sdfg import nodes
 from dace_cpufree.codegen import ir
 
 import dace_cpufree
@@ -42,6 +43,15 @@ def test_a_convolution_runs_its_whole_loop_nest_on_each_output_element():
     source = dace_cpufree.kernel_source(conv2d_bias.program)
     assert _loops(conv2d_bias.program) == []  # the three loops are each thread's now
     assert source.grid_syncs == 1  # the bias before the sums; none per (p, q, c) any more
+    nsdfg = next(
+        n
+        for n, _ in dace_cpufree.persistent_sdfg(conv2d_bias.program).all_nodes_recursive()
+        if isinstance(n, nodes.NestedSDFG)
+    )
+    element = [
+        name for name, desc in nsdfg.sdfg.arrays.items() if desc.transient and isinstance(desc, dace.data.Scalar)
+    ]
+    assert any(name.startswith("cpufree_element") for name in element)  # the sum lives in a register
     data = conv2d_bias.initialize(**conv2d_bias.PRESETS["small"])
     want = conv2d_bias.reference(data["input"], data["weights"], data["bias"])
     for race in (False, "forward", "shuffle"):

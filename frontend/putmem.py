@@ -261,7 +261,7 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
         put_code(node, state, sdfg, api, layout),
         language=dace.Language.CPP,
         # direct stores: the block need not wait for its thread 0's fence (see _direct_stores)
-        location={**loc, "cpufree_put": form.value},
+        location={**loc, "cpufree_put": form.value, "cpufree_put_hidden": node.hidden},
     )
 
 

@@ -1,5 +1,5 @@
-"""Reading generated kernels in tests: the top-level maps of an SDFG, the order of a kernel's steps, the kernel IR's
-items (their forms and tiles) and the forms the SHMEM expansions chose for the puts."""
+"""Reading generated kernels in tests: the top-level maps of an SDFG, the kernel IR's items (their forms and tiles)
+and steps in printed order, and the forms the SHMEM expansions chose for the puts."""
 
 from dace.sdfg import nodes
 from dace_cpufree.codegen import ir
@@ -13,6 +13,11 @@ def items(source) -> list:
     return list(ir.items(source.kernel_ir))
 
 
+def loops(source) -> list:
+    """The loops of a ``KernelSource``'s kernel IR (``ir.Loop``), outer ones before the loops inside them."""
+    return [c for seq in ir.seqs(source.kernel_ir) for c in seq.children if isinstance(c, ir.Loop)]
+
+
 def forms(source) -> list:
     """The mapping to threads of every map step of a ``KernelSource`` (``ir.Form``), in program order."""
     return [i.form for i in items(source) if i.form is not None]
@@ -23,15 +28,25 @@ def tiles(source) -> set[int]:
     return {i.tile for i in items(source) if i.tile}
 
 
+def puts(sdfg) -> list[nodes.Tasklet]:
+    """The tasklets the SHMEM expansions made of the puts of a prepared SDFG, in the order DaCe lists them; each
+    one's ``location`` holds the expansion's choices: ``cpufree_put`` (a ``PutForm``) and ``cpufree_put_hidden``
+    (other work comes before the next wait)."""
+    return [
+        n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, nodes.Tasklet) and "cpufree_put" in (n.location or {})
+    ]
+
+
+def hidden(put: nodes.Tasklet) -> bool:
+    """Whether other work comes before the wait after a put (its expansion's ``cpufree_put_hidden``; DaCe keeps
+    a tasklet's ``location`` values as text)."""
+    return str(put.location["cpufree_put_hidden"]) == "True"
+
+
 def put_forms(program, **options) -> list[PutForm]:
     """How each put of ``program`` (built with the options of ``dace_cpufree.persistent_sdfg``) moves its data,
     as its expansion chose, in the order DaCe lists the tasklets."""
-    sdfg = dace_cpufree.persistent_sdfg(program, **options)
-    return [
-        PutForm(n.location["cpufree_put"])
-        for n, _ in sdfg.all_nodes_recursive()
-        if isinstance(n, nodes.Tasklet) and "cpufree_put" in (n.location or {})
-    ]
+    return [PutForm(n.location["cpufree_put"]) for n in puts(dace_cpufree.persistent_sdfg(program, **options))]
 
 
 def top_maps(sdfg) -> list[str]:
@@ -43,22 +58,51 @@ def top_maps(sdfg) -> list[str]:
     ]
 
 
-def step_order(code: str, copies: str = "// copy __cpufree_halo", barriers: bool = False) -> list[str]:
-    """The kernel's steps and grid syncs in order, one word each: GRID, map, put, wait, and ``unpack`` for a
-    copy whose comment starts with ``copies``; with ``barriers``, BAR for a block barrier after a wait."""
+def steps(node, copies: str = "copy __cpufree_halo", barriers: bool = False) -> list[str]:
+    """The steps and grid syncs under a kernel IR node (a ``KernelSource``: its whole IR) in the order they are
+    printed, one word each: GRID, map, put, wait, and ``unpack`` for a copy whose label starts with ``copies``;
+    with ``barriers``, BAR for a block barrier after a wait."""
     out = []
-    for line in code[code.index("__global__") : code.index("// ---- host launcher")].split("\n"):
-        s = line.strip()
-        if s == "__grid.sync();":
+
+    def synced(grid: bool, bar: bool):
+        if grid:
             out.append("GRID")
-        elif barriers and s == "__syncthreads();" and out and out[-1] == "wait":
+        elif bar and barriers and out and out[-1] == "wait":
             out.append("BAR")
-        elif s.startswith("// map"):
-            out.append("map")
-        elif s.startswith("// tasklet putmem"):
-            out.append("put")
-        elif s.startswith("// tasklet signal_wait"):
-            out.append("wait")
-        elif s.startswith(copies):
-            out.append("unpack")
+
+    def walk(n):
+        if n is None:
+            return
+        if isinstance(n, ir.Item):
+            synced(n.sync_before, n.bar_before)
+            for prefix, word in (("map", "map"), ("tasklet putmem", "put"), ("tasklet signal_wait", "wait")):
+                if n.executor != ir.Executor.EVERY and n.label.startswith(prefix):
+                    out.append(word)
+            if n.executor != ir.Executor.EVERY and n.label.startswith(copies):
+                out.append("unpack")
+        elif isinstance(n, ir.Seq):
+            for c in n.children:
+                walk(c)
+        elif isinstance(n, ir.Loop):
+            if not n.inverted:
+                order = [n.init, n.cond, n.body, n.update]
+            elif n.update_before_condition:
+                order = [n.init, n.body, n.update, n.cond]
+            else:
+                order = [n.init, n.body, n.cond, n.update]
+            for part in order:
+                walk(part)
+        elif isinstance(n, ir.Branch):
+            conds = [c for c in n.conds if c is not None]
+            synced(any(c.sync_before for c in conds), any(c.bar_before for c in conds))
+            for body in n.bodies:
+                walk(body)
+        elif isinstance(n, ir.Graph):
+            for k, block in enumerate(n.blocks):
+                walk(block)
+                for e in (e for e in n.edges if e.src == k):
+                    walk(e.cond)
+                    walk(e.assign)
+
+    walk(getattr(node, "kernel_ir", node))
     return out

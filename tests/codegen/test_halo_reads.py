@@ -9,7 +9,8 @@ of an item that reads through a view, and the loop's grid syncs decided afresh e
 
 import dace
 import numpy as np
-from kernel_steps import step_order
+from dace_cpufree.codegen import ir
+from kernel_steps import items, steps
 
 import dace_cpufree
 from dace_cpufree import nvshmem
@@ -115,9 +116,11 @@ def jacobi_2d_row_halo_reads(A: dace.float64[LX, LY], B: dace.float64[LX, LY], f
         _inner(B, A)
 
 
-def _loop(code: str) -> list[str]:
+def _loop(program, **options) -> list[str]:
     """The steps of the time loop (what comes before it left out)."""
-    return step_order("__global__\n" + code[code.index("for (t = 1;") :], copies="// copy", barriers=True)
+    top = dace_cpufree.kernel_source(program, **options).kernel_ir.children
+    k = next(k for k, node in enumerate(top) if isinstance(node, ir.Loop))
+    return steps(ir.Seq(top[k:]), copies="copy", barriers=True)
 
 
 def test_edge_planes_read_through_views_fuse_into_one_map():
@@ -125,22 +128,21 @@ def test_edge_planes_read_through_views_fuse_into_one_map():
     numbers) are left unordered when its states are merged, so they fuse into one map after the inlining; the
     analysis keeps B's regions next to the view's whole buffer: per half-step a grid sync, the edge map, a grid
     sync, the puts, the interior, the waits, and nothing unpacked."""
-    code = dace_cpufree.generate_code(jacobi_3d_halo_reads, symbols=dict(LX=34, N=34), shmem_transport="p2p")
     half = ["GRID", "map", "GRID", "put", "put", "map", "wait", "wait"]
-    assert _loop(code) == half + half
+    assert _loop(jacobi_3d_halo_reads, symbols=dict(LX=34, N=34), shmem_transport="p2p") == half + half
 
 
 def test_loop_syncs_are_decided_by_the_last_round():
     """The first round of the loop's fixed point sees only what comes before the loop (the buffer copies and the
     PE barrier), which the row map's read of ``hn`` conflicts with; the back edge then puts a sync before the
     column map, which already orders the rows. Decided afresh each round: no sync between the two edge maps."""
-    code = dace_cpufree.generate_code(jacobi_2d_row_halo_reads, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
+    found = _loop(jacobi_2d_row_halo_reads, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
     first = ["GRID", "map", "map", "GRID", "put", "put", "put", "put", "map", "wait", "wait", "wait", "wait", "BAR"]
-    assert _loop(code) == first + ["unpack", "unpack", "GRID", "map", "map", "map"]
+    assert found == first + ["unpack", "unpack", "GRID", "map", "map", "map"]
 
 
 def test_independent_calls_in_a_nested_chain_fuse():
     """syr2k's two products on slices: their initialisations, in states of one nested SDFG that share no data,
     fuse into one map (one tile barrier fewer per row)."""
-    code = dace_cpufree.generate_code(KERNELS["syr2k"].program)
-    assert "// rows gemv_init_map + _GEMV__map + _GEMV__map + _Add__map" in code
+    labels = [i.label for i in items(dace_cpufree.kernel_source(KERNELS["syr2k"].program))]
+    assert "rows gemv_init_map + _GEMV__map + _GEMV__map + _Add__map" in labels

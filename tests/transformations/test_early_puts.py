@@ -1,5 +1,5 @@
 """SplitForEarlyPuts: the plain Jacobi forms compute their edge cells, put them (into staging buffers),
-compute the interior while the data travels, wait, unpack. CPU tests of the SDFG and the generated code;
+compute the interior while the data travels, wait, unpack. CPU tests of the SDFG and the kernel IR;
 the results on GPUs are in test_multigpu.py (plain forms on 2 and 4 GPUs against NumPy)."""
 
 import dace
@@ -7,7 +7,7 @@ import pytest
 from dace_cpufree.codegen.syncs import _apart, _disjoint
 from dace_cpufree.frontend import Putmem
 from dace_cpufree.transformations.early_puts import _pieces
-from kernel_steps import step_order, top_maps
+from kernel_steps import hidden, items, puts, steps, top_maps
 
 import dace_cpufree
 from dace_cpufree import nvshmem
@@ -54,25 +54,44 @@ def _put_of_everything(
             nvshmem.SignalWait(flags[0], t)
 
 
+def _destinations(sdfg) -> list[tuple[str, str]]:
+    """Where each put of a prepared SDFG stores: (container, subset)."""
+    return [
+        (e.data.data, str(e.data.subset))
+        for t in puts(sdfg)
+        for e in _state_of(sdfg, t).out_edges(t)
+        if e.src_conn == "_dest"
+    ]
+
+
+def _state_of(sdfg, node):
+    return next(st for n, st in sdfg.all_nodes_recursive() if n is node)
+
+
+def _regions(item) -> set[tuple[str, str, str]]:
+    return {(c, mode, str(subset)) for c, mode, subset in item.regions}
+
+
 def test_a_map_followed_by_a_put_of_its_edge_is_split_and_the_put_staged():
     """The face (i = 0) before the put, the interior (1 .. N-3) after it; the put goes into a contiguous
     buffer of its own, copied into B[N-1] right after the wait, which now guards the buffer: a block barrier
     between them, no grid sync (sizes compiled in, so that the regions can be told apart)."""
-    sdfg = dace_cpufree.persistent_sdfg(_one_face)
+    sdfg = dace_cpufree.persistent_sdfg(_one_face, shmem_transport="p2p")
     assert top_maps(sdfg) == ["0", "1:N - 2"]  # the face, the interior (the copy A <- B is no map)
-    code = dace_cpufree.generate_code(_one_face, shmem_transport="p2p", symbols=dict(N=34))
-    assert step_order(code) == ["GRID", "map", "GRID", "put", "map", "wait", "unpack", "GRID"]
-    assert "double* _dest = &__cpufree_halo_B[0];" in code
-    assert "double* _guard0 = &__cpufree_halo_B[0];" in code
-    unpack = code.index("// copy __cpufree_halo_B -> B")
-    assert "B[(33)] = __cpufree_halo_B[0];" in code[unpack : unpack + 400]
-    assert "__syncthreads();" in code[unpack - 60 : unpack]
+    assert _destinations(sdfg) == [("__cpufree_halo_B", "0")]
+    src = dace_cpufree.kernel_source(_one_face, shmem_transport="p2p", symbols=dict(N=34))
+    assert steps(src) == ["GRID", "map", "GRID", "put", "map", "wait", "unpack", "GRID"]
+    step = {i.label: i for i in items(src)}
+    wait, unpack = step["tasklet signal_wait"], step["copy __cpufree_halo_B -> B"]
+    assert ("__cpufree_halo_B", "W", "0") in _regions(wait)  # the wait guards the buffer
+    assert _regions(unpack) == {("__cpufree_halo_B", "R", "0"), ("B", "W", "33")}
+    assert unpack.bar_before and not unpack.sync_before
 
 
 def test_the_interior_stays_whole_when_it_reads_where_puts_land():
-    sdfg = dace_cpufree.persistent_sdfg(_interior_reads_landing)
+    sdfg = dace_cpufree.persistent_sdfg(_interior_reads_landing, shmem_transport="p2p")
     assert top_maps(sdfg) == ["0:N - 2"]
-    assert "__cpufree_halo" not in dace_cpufree.generate_code(_interior_reads_landing, shmem_transport="p2p")
+    assert not any(n.startswith("__cpufree_halo") for n in sdfg.arrays)
 
 
 def test_a_put_of_more_than_a_face_leaves_the_map_whole():
@@ -94,15 +113,17 @@ def test_jacobi_3d_plain_edge_planes_first_interior_while_they_travel():
     follows them), the interior, each wait followed by its block barrier and unpacking, a grid sync."""
     from npbench_runs.multigpu import jacobi_3d
 
-    code = dace_cpufree.generate_code(jacobi_3d.plain, symbols=dict(LX=34, N=34), shmem_transport="p2p")
+    options = dict(symbols=dict(LX=34, N=34), shmem_transport="p2p")
+    src = dace_cpufree.kernel_source(jacobi_3d.plain, **options)
     half = ["GRID", "map", "GRID", "put", "put", "map", "wait", "unpack", "wait", "unpack"]
-    assert step_order(code) == half * 2
-    assert code.count("const long long __i0 = 0 + __r * (31);") == 2  # planes 1 and 32: one step from 0 to 31
-    assert code.count("blocks_for(__n, __parts, CPUFREE_P2P_PER_THREAD_HIDDEN)") == 4
-    for name in ("__cpufree_halo_A", "__cpufree_halo_A_0", "__cpufree_halo_B", "__cpufree_halo_B_0"):
-        assert f"double * {name}," in code or f"double * {name})" in code
-    k = code.index("// copy __cpufree_halo")
-    assert code[code.rindex("\n", 0, k - 1) - 40 : k].count("__syncthreads();") == 1  # a block barrier, no sync
+    assert steps(src) == half * 2
+    sdfg = dace_cpufree.persistent_sdfg(jacobi_3d.plain, **options)
+    assert top_maps(sdfg).count("0:32:31, 0:32, 0:32") == 2  # planes 1 and 32: one step from 0 to 31
+    assert [hidden(t) for t in puts(sdfg)] == [True] * 4  # other work follows them
+    halos = {"__cpufree_halo_A", "__cpufree_halo_A_0", "__cpufree_halo_B", "__cpufree_halo_B_0"}
+    assert halos <= {a.name for a in src.args if a.kind == "workspace"}
+    unpack = next(i for i in items(src) if i.label.startswith("copy __cpufree_halo"))
+    assert unpack.bar_before and not unpack.sync_before  # a block barrier, no sync
 
 
 def test_jacobi_2d_plain_rows_and_columns_first_without_a_sync_between_them():
@@ -112,7 +133,7 @@ def test_jacobi_2d_plain_rows_and_columns_first_without_a_sync_between_them():
 
     src = dace_cpufree.kernel_source(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
     half = ["GRID", "map", "map", "GRID", "put", "put", "put", "put", "map"] + ["wait", "unpack"] * 4
-    assert step_order(src.code) == half * 2
+    assert steps(src) == half * 2
     assert src.grid_syncs == 4
 
 

@@ -94,12 +94,13 @@ def test_matches_numpy_under_the_race_checker(name):
 def test_a_histogram_update_is_atomic():
     """``hist[b] += 1`` with ``b`` computed per element: other iterations hit the same bin."""
     code = dace_cpufree.generate_code(histogram).split("// ---- host launcher")[0]
+    # the update sits in the iteration's sequential code, which the kernel IR holds only as text
     assert "cpufree::atomic_combine<cpufree::Op::Sum>(&" in code
 
 
 def test_inner_names_do_not_shadow_the_outer_ones():
     code = dace_cpufree.generate_code(branch).split("// ---- host launcher")[0]
-    assert "double *__n1_A = &A[0];" in code and "= N;" in code
+    assert "double *__n1_A = &A[0];" in code and "= N;" in code  # text under test: the printed names nvcc sees
 
 
 @pytest.mark.compile

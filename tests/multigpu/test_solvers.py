@@ -9,8 +9,10 @@ import dace
 import numpy as np
 import pytest
 import shmem_programs as sp
+from dace_cpufree.codegen import ir
 from dace_cpufree.frontend import Allreduce
 from dace_cpufree.transformations import PrepareCommunication
+from kernel_steps import items, puts
 
 import dace_cpufree
 from dace_cpufree import nvshmem
@@ -76,12 +78,13 @@ def _kernel(program, backend="cuda", **options) -> str:
 )
 def test_blocking_allreduce_is_the_library_team_reduction(program, backend, call):
     kernel = _kernel(program, backend, shmem_transport="proxy")
-    assert kernel.count(call) == 1
-    # in place, by the threads of block 0 (where the scalar work runs): no grid sync between it and the copy-out's
-    # leader work, but one before it (the reductions of the grid wrote the buffer)
-    at = kernel.index(call)
-    assert "if (__block == 0 % __blocks) {" in kernel[kernel.rindex("// tasklet allreduce", 0, at) : at]
-    assert "__grid.sync();" in kernel[: kernel.rindex("// tasklet allreduce", 0, at)]
+    assert kernel.count(call) == 1  # the library's team reduction, as the expansion spells the call
+    # in place, by the threads of block 0 (where the scalar work runs): no grid sync between it and the leader's
+    # work before it, but one earlier (the reductions of the grid wrote the buffer)
+    steps = items(dace_cpufree.kernel_source(program, backend=backend, shmem_transport="proxy"))
+    k = next(k for k, i in enumerate(steps) if i.label == "tasklet allreduce")
+    assert (steps[k].executor, steps[k].block) == (ir.Executor.BLOCK, 0)
+    assert not steps[k].sync_before and any(i.sync_before for i in steps[:k])
 
 
 def test_reduced_buffer_goes_on_the_symmetric_heap():
@@ -93,6 +96,7 @@ def test_direct_stores_gather_through_symmetric_slots():
     """shmem_transport="p2p": no NVSHMEM collective in the kernel; this PE's values go into its slot of every PE
     (stores through nvshmem_ptr), flags per parity and PE, combined in PE order."""
     kernel = _kernel(sum_and_max, shmem_transport="p2p")
+    # the calls the expansion chose for this transport: no library collective, the gather's own
     assert "_reduce_block" not in kernel
     assert "cpufree::shmem::gather_begin(_slots, _round, _in, __cpufree_pe, __cpufree_npes, 2);" in kernel
     assert "cpufree::shmem::p2p::gather_send(_slots, _flags, __round, __cpufree_pe, __cpufree_npes, 2);" in kernel
@@ -103,20 +107,22 @@ def test_direct_stores_gather_through_symmetric_slots():
     assert [str(s) for s in flags.shape] == ["2", "__cpufree_npes"] and flags.dtype == dace.uint64
 
 
-@pytest.mark.parametrize("transport, send", [("proxy", "cpufree::shmem::gather_send("), ("p2p", "p2p::gather_send(")])
-def test_nonblocking_allreduce_overlaps_the_work_between_start_and_wait(transport, send):
-    kernel = _kernel(overlapped, shmem_transport=transport)
-    start, work, wait = (
-        kernel.index(send),
-        kernel.index("// map _Mult__map", kernel.index(send)),
-        kernel.index("gather_receive("),
-    )
-    assert start < work < wait  # program order kept: the map runs while the values travel
-    assert "__grid.sync();" not in kernel[start:wait]  # nothing waits for the reduction before the wait itself
+@pytest.mark.parametrize("transport", ["proxy", "p2p"])
+def test_nonblocking_allreduce_overlaps_the_work_between_start_and_wait(transport):
+    steps = items(dace_cpufree.kernel_source(overlapped, shmem_transport=transport))
+    start = next(k for k, i in enumerate(steps) if i.label == "tasklet allreduce_start")
+    # program order kept: the map runs while the values travel
+    assert [i.label for i in steps[start : start + 3]] == [
+        "tasklet allreduce_start",
+        "map _Mult__map",
+        "tasklet allreduce_wait",
+    ]
+    assert not any(i.sync_before for i in steps[start + 1 : start + 3])  # nothing waits before the wait itself
 
 
 def test_nonblocking_allreduce_rocshmem_text():
     kernel = _kernel(overlapped, "hip")
+    # the ROC_SHMEM build's calls, as the expansion spells them
     assert "cpufree::shmem::gather_send(_slots, _flags, __round, __cpufree_pe, __cpufree_npes, 2);" in kernel
     assert "cpufree::shmem::gather_receive(_flags, __round, __cpufree_pe, __cpufree_npes);" in kernel
 
@@ -226,8 +232,7 @@ def test_solvers_in_the_emulation_match_numpy(name):
 def test_3d_slabs_put_whole_planes_into_the_neighbours_halos():
     """On several PEs each slab's edge planes travel to the neighbours' halo planes; the NumPy reference of the
     slabs glued back is the global one."""
-    code = dace_cpufree.generate_code(PROGRAMS["cg_poisson_3d"], shmem_transport="proxy")
-    assert code.count("putmem_signal") >= 2
+    assert len(puts(dace_cpufree.persistent_sdfg(PROGRAMS["cg_poisson_3d"], shmem_transport="proxy"))) >= 2
     glob = poisson3d.initialize(8)
     parts = [poisson3d.tile(glob, pe, 4) for pe in range(4)]
     assert all(part.shape == (4, 10, 10) for part in parts)
@@ -260,7 +265,9 @@ def test_solvers_build_and_device_link_against_nvshmem(name, transport):
     from dace_cpufree.runtime import build
 
     source = dace_cpufree.kernel_source(PROGRAMS[name], shmem_transport=transport)
-    library = build(source.code, f"solver_{name}_{transport}", "cuda", shmem=True, full_blocks=source.direct_stores)
+    library = build(
+        source.code, f"solver_{name}_{transport}", "cuda", shmem=source.shmem, full_blocks=source.direct_stores
+    )
     defined = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True).stdout
     assert "nvshmemi_init_thread" in defined and "cpufree_run" in defined
 

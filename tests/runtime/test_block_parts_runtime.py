@@ -224,6 +224,6 @@ def test_nvcc_compiles_split_blocks_and_part_sync(tmp_path, arch):
     base = [nvcc, "-std=c++17", f"-arch={arch}", f"-I{INCLUDE_DIR}", str(src)]
     subprocess.run([*base, "-ptx", "-o", str(ptx)], check=True, capture_output=True, text=True)
     text = ptx.read_text()
-    assert "atom.global.add.u32" in text and "nanosleep" in text
+    assert "atom.global.add.u32" in text and "nanosleep" in text  # the instructions part_sync must compile to
     subprocess.run([*base, "-c", "-o", str(obj)], check=True, capture_output=True, text=True)
     assert obj.stat().st_size > 0

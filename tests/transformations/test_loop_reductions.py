@@ -4,6 +4,8 @@ whose iterations depend on each other otherwise stay loops. Results against NumP
 import dace
 import numpy as np
 import pytest
+from dace_cpufree.codegen import ir
+from kernel_steps import forms
 
 import dace_cpufree
 from dace_cpufree.errors import NotPersistableError
@@ -73,21 +75,22 @@ def two_loops_one_name(x: dace.float64[N], out: dace.float64[2]):
     out[1] = t
 
 
-def _strategies(program) -> list[str]:
-    return [step[1] for step in dace_cpufree.kernel_source(program).steps]
+def _forms(program) -> list:
+    return forms(dace_cpufree.kernel_source(program))
 
 
 @pytest.mark.parametrize("program", [tanh_trace, product_of_scaled, largest_square], ids=lambda p: p.name)
 def test_folds_become_grid_reductions(program):
-    assert any("grid-wide reduction" in s for s in _strategies(program)), _strategies(program)
+    assert ir.Form.GRID_REDUCTION in _forms(program), _forms(program)
 
 
 def test_two_loops_of_one_variable_name_both_fold():
-    assert sum("grid-wide reduction" in s for s in _strategies(two_loops_one_name)) == 2
+    assert _forms(two_loops_one_name).count(ir.Form.GRID_REDUCTION) == 2
 
 
 def test_loops_that_are_not_folds_stay_loops():
-    assert not any("reduction" in s for s in _strategies(damped))
+    reductions = {ir.Form.GRID_REDUCTION, ir.Form.THREAD_PER_OUTPUT, ir.Form.WARP_PER_OUTPUT, ir.Form.TILE_REDUCTION}
+    assert not reductions & set(_forms(damped))
 
 
 def _damped(x):

@@ -222,9 +222,9 @@ def settle_progress(root) -> None:
         for loop in seq.children:
             if not (isinstance(loop, ir.Loop) and loop.progress):
                 continue
-            head = loop.body.children[0]  # loop_head's item
+            head = loop.body.children[0]  # loop_head's item: its tick is its last line
             parts = [p for p in (loop.cond, loop.body, loop.update) if p is not None]  # not init: it runs once
-            if head.code[-1] == TICK_SHOWN and any(i.sync_before for p in parts for i in ir.items(p)):
+            if any(i.sync_before for p in parts for i in ir.items(p)):
                 head.code[-1] = TICK_COUNTED
 
 

@@ -224,6 +224,25 @@ def _tile_accumulators(ctx, outputs, reduce: str, storer: str):
     return sinks, prologue, epilogue
 
 
+def _column_accumulators(ctx, outputs):
+    """``(sinks, prologue, epilogue)`` of a column reduction (:func:`tiled_columns`): a register per output and
+    lane starting at the operator's identity, added to the output by the lane of a valid column, atomically where
+    the reduced range is split over tiles (``__chunks > 1``)."""
+    sinks, prologue, epilogue = {}, [], []
+    for e in outputs:
+        var = ctx.fresh("acc")
+        op = wcr_op(e.data.wcr)
+        ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
+        target = ctx.access(e.data.data, e.data.subset)
+        sinks[(e.src, e.src_conn)] = (var, op, None)
+        prologue.append(f"{ctype} {var} = cpufree::identity<{op}, {ctype}>();")
+        epilogue.append(
+            f"if (__c < __cols) {{ if (__chunks > 1) cpufree::atomic_combine<{op}>(&{target}, {var}); "
+            f"else {target} = cpufree::combine<{op}>({target}, {var}); }}"
+        )
+    return sinks, prologue, epilogue
+
+
 def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local):
     """A map that :class:`ScheduleThreads` gave a tile size, as tile-mapped loops.
 
@@ -289,12 +308,12 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
         work_ranges = [rng[p] for p in par[-MAX_FUSED:]] + [rng[contiguous]]
         form = Form.TILE_REDUCTION
     elif reducible and par == [contiguous]:  # outputs along the contiguous dimension alone: columns
-        sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, "column_reduce", "__slice == 0 && __c < __cols")
+        sinks, prologue, epilogue = _column_accumulators(ctx, outputs)
         body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
         code, want = tiled_columns(par, [rng[p] for p in par], red, [rng[p] for p in red], prologue, body, epilogue)
         strategy = (
-            f"tiles of up to 1024 threads (picked at run time), a lane per output {dims(par)} (a warp's width of "
-            f"them per tile), the tile's warps split {dims(red)}, shared-memory combine"
+            f"tiles of up to 128 threads (picked at run time), a lane per output {dims(par)}, {dims(red)} split into "
+            "ranges over the tiles, combined by atomic adds where split"
         )
         outer_work = _work(ctx, [rng[p] for p in par])
         work = None if outer_work is None else f"({outer_work}) * warp"

@@ -21,7 +21,7 @@ MAX_FUSED = 3
 # The slices' loop of a column reduction, unrolled twice: nvcc's default (4) took mvt to 93 registers per
 # thread and halved the blocks; at paper size on an H200, unroll 1 / 2 / 4: atax 2.86 / 2.06 / 4.19 ms,
 # bicg 3.18 / 2.22 / 4.91, mvt 1.37 / 1.31 / 1.29.
-COLUMN_UNROLL = "#pragma unroll 2"
+COLUMN_UNROLL = "#pragma unroll 4"
 
 
 def extent_decls(params, ranges, tag: str) -> list[str]:
@@ -120,28 +120,36 @@ def tiled_reduction(
 def tiled_columns(par, par_ranges, red, red_ranges, prologue, body, epilogue, tag: str = "") -> tuple[list[str], str]:
     """A reduction whose outputs (``par``) run along the contiguous dimension, a column each (``A.T @ y``).
 
-    A tile covers ``__lanes`` consecutive outputs (a warp's width: each row's loads stay coalesced) with
-    ``__slices`` groups of lanes that split the reduced space (``red``, flattened) between them; after the
-    loop ``cpufree::column_reduce`` combines the slices in shared memory and ``epilogue`` runs, where the
-    first slice (``__slice == 0``) of a valid output (``__c < __cols``) stores. ``tile_for_columns`` takes
-    as many slices as keep the grid's warps busy: a thread per output left mvt's 16000 sums of 16000
-    terms on 500 warps of an H200's 6336."""
+    A tile's lanes take consecutive outputs, a lane each (``tile_for_columns``: up to 1 KiB of doubles of each row
+    in one piece), and the reduced space (``red``, flattened) is split into ``__chunks`` ranges of rows
+    (``column_chunks``: up to four units of work per tile of the grid); a unit is a group of outputs and a range. Each
+    lane sums its range in a register, and ``epilogue`` adds it to the output (atomically where there are several
+    ranges). Units go to the blocks' first tiles first, then to their second ones, so that few units still spread
+    over every block."""
     cols = " * ".join(f"__x{tag}_{p}" for p in par) or "1"
     flat = " * ".join(f"__x{tag}_{p}" for p in red)
     decode_par = decode_flat(f"__c{tag}", f"__q{tag}", par, par_ranges, [f"__x{tag}_{p}" for p in par])
     decode_red = decode_flat(f"__l{tag}", f"__m{tag}", red, red_ranges, [f"__x{tag}_{p}" for p in red])
     step = [
-        f"const {INDEX_T} __cols = {cols};",
-        f"const {INDEX_T} __lanes = cpufree::min_<{INDEX_T}>(__tile.num_threads(), warpSize);",
-        f"const {INDEX_T} __slice = __tile.thread_rank() / __lanes, __slices = __tile.num_threads() / __lanes;",
+        f"const {INDEX_T} __cols = {cols}, __rows = {flat};",
+        f"const {INDEX_T} __lanes = __tile.num_threads(), __groups = (__cols + __lanes - 1) / __lanes;",
         f"const {INDEX_T} __tiles{tag} = (long long)__blocks * __tile.meta_group_size();",
-        f"for ({INDEX_T} __o{tag} = (long long)__block * __tile.meta_group_size() + __tile.meta_group_rank(); "
-        f"__o{tag} * __lanes < __cols; __o{tag} += __tiles{tag}) {{",
+        f"const {INDEX_T} __chunks = cpufree::column_chunks(__groups, __rows, __tiles{tag});",
+        f"const {INDEX_T} __per = (__rows + __chunks - 1) / __chunks;",
+        f"for ({INDEX_T} __o{tag} = (long long)__tile.meta_group_rank() * __blocks + __block; "
+        f"__o{tag} < __groups * __chunks; __o{tag} += __tiles{tag}) {{",
     ]
-    inner = [f"const {INDEX_T} __c{tag} = __o{tag} * __lanes + __tile.thread_rank() % __lanes;"]
+    inner = [
+        f"const {INDEX_T} __c{tag} = (__o{tag} / __chunks) * __lanes + __tile.thread_rank();",
+        f"const {INDEX_T} __begin{tag} = (__o{tag} % __chunks) * __per;",
+        f"const {INDEX_T} __end{tag} = cpufree::min_<{INDEX_T}>(__rows, __begin{tag} + __per);",
+    ]
     inner += decode_par + list(prologue) + [f"if (__c{tag} < __cols) {{"]
     inner += indent(
-        [COLUMN_UNROLL, f"for ({INDEX_T} __l{tag} = __slice; __l{tag} < {flat}; __l{tag} += __slices) {{"]
+        [
+            COLUMN_UNROLL,
+            f"for ({INDEX_T} __l{tag} = __begin{tag}; __l{tag} < __end{tag}; ++__l{tag}) {{",
+        ]
         + indent(decode_red + body)
         + ["}"]
     )

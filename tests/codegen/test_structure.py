@@ -165,17 +165,19 @@ def test_step_functions_take_the_kernel_pointers_as_parameters():
     assert re.search(r"\}, B, flags, __cpufree_halo_B(_\d+)?\);", kernel)  # a put into its staging buffer
 
 
-def test_column_reductions_split_the_reduced_dimension_over_the_warps_of_a_tile():
-    """mvt's ``y_2 @ A`` (outputs along the contiguous dimension): a warp's width of outputs per tile, the
-    tile's warps (slices) stride over the rows, then combine in shared memory; slice 0 stores."""
+def test_column_reductions_split_the_reduced_dimension_into_ranges_over_the_tiles():
+    """mvt's ``y_2 @ A`` (outputs along the contiguous dimension): a lane per output, the rows split into ranges
+    over the grid's tiles; the ranges' sums meet in atomic adds only where there are several."""
     src = dace_cpufree.kernel_source(KERNELS["mvt"].program)
     assert [(i.form, i.tile) for i in items(src) if i.form == Form.TILE_COLUMNS] == [(Form.TILE_COLUMNS, 1024)]
-    assert any("the tile's warps split (__i1), shared-memory combine" in s for _, s, _ in src.steps)
+    assert any("split into ranges over the tiles" in s for _, s, _ in src.steps)
     assert Form.TILE_COLUMNS not in forms(dace_cpufree.kernel_source(KERNELS["mvt"].program, scheduler=False))
-    # text under test: slice 0 stores the combined sum (the guard that keeps the other slices' partials out)
+    # text under test: the store that is atomic only where the rows are split (one range: deterministic sums)
     kernel = _kernel_text(KERNELS["mvt"].program)
-    assert "__acc1 = cpufree::column_reduce<cpufree::Op::Sum>(__tile, __acc1);" in kernel
-    assert "if (__slice == 0 && __c < __cols) y_2_matmul_A[(__i0)] = " in kernel
+    assert (
+        "if (__c < __cols) { if (__chunks > 1) cpufree::atomic_combine<cpufree::Op::Sum>(&y_2_matmul_A[(__i0)], "
+        "__acc1); else y_2_matmul_A[(__i0)] = " in kernel
+    )
 
 
 def test_thread_per_output_reductions_spread_their_warps_over_the_blocks():

@@ -439,15 +439,23 @@ __device__ inline long long tile_for_map(long long extent) {
     return warpSize;
 }
 
-// The tile of a column reduction (outputs along the contiguous dimension) at run time: a warp's width of
-// outputs per tile, times the most slices (warps splitting the reduced extent, each at least sixteen
-// terms) that still give every slice of every output a warp of the grid.
-__device__ inline long long tile_for_columns(long long outputs, long long reduced) {
-    const long long chunks = (outputs + warpSize - 1) / warpSize;
-    const long long warps = (long long)gridDim.x * (blockDim.x / warpSize);
-    long long slices = 1;
-    while (slices * 2 * chunks <= warps && slices * 2 * 16 <= reduced && slices * 2 * warpSize <= 1024) slices *= 2;
-    return slices * warpSize;
+// The tile of a column reduction (outputs along the contiguous dimension) at run time: a lane per output, as many
+// lanes as give each row's loads 1 KiB of doubles in one piece (at least a warp): DRAM streams such pieces; a warp's
+// 256 bytes a row, scattered over the grid, reached 1.6 TB/s of an H100's 3 (A.T @ y of atax at paper).
+__device__ inline long long tile_for_columns(long long outputs, long long) {
+    long long lanes = warpSize;
+    while (lanes < 128 && lanes < outputs) lanes *= 2;
+    return lanes;
+}
+
+// How many ranges of rows each group of a column reduction's outputs is split into: as many as keep the units of
+// work (a group and a range) within four per tile of the grid, rounded down so that no tile gets a fifth (a last
+// wave of a few units costs a whole unit's time), each range at least 64 rows (the ranges' sums meet in atomic
+// adds, one per output and range).
+__device__ inline long long column_chunks(long long groups, long long rows, long long tiles) {
+    if (groups <= 0) return 1;
+    const long long want = 4 * tiles / groups, most = rows / 64 > 1 ? rows / 64 : 1;
+    return want < 1 ? 1 : want > most ? most : want;
 }
 
 // A tile of more than a warp: consecutive threads of a block, synchronised with a named barrier of
@@ -511,24 +519,6 @@ template <Op op, typename T, unsigned int Size> __device__ inline T tile_reduce(
     return val;
 }
 
-// Column reductions: the slices (warps) of a tile combine their partial values lane by lane; the first
-// slice gets the result. Warp-sized and smaller tiles are one slice.
-template <typename T> __device__ inline T *column_partials() {
-    __shared__ T partial[1024];  // a value per thread of the block, one array per type for all tile sizes
-    return partial;
-}
-template <Op op, typename T, unsigned int Size> __device__ inline T column_reduce(const BlockTile<Size> &tile, T val) {
-    T *partial = column_partials<T>();
-    partial[threadIdx.x] = val;
-    tile.sync();
-    const unsigned int lanes = warpSize, slices = Size / lanes;
-    if (tile.thread_rank() < lanes)
-        for (unsigned int s = 1; s < slices; ++s) val = combine<op>(val, partial[threadIdx.x + s * lanes]);
-    tile.sync();  // the next output's partials overwrite these
-    return val;
-}
-template <Op op, typename Tile, typename T> __device__ inline T column_reduce(const Tile &, T val) { return val; }
-
 template <Op op, typename Tile, typename T> __device__ inline T tile_reduce(const Tile &tile, T val) {
 #if defined(__HIPCC__)
     for (unsigned int offset = tile.num_threads() / 2; offset > 0; offset /= 2)
@@ -543,7 +533,7 @@ template <typename F, typename... P> inline void apart(F f, P... p) { f(p...); }
 inline long long tile_for_reduction(long long extent, long long = 0) { return pow2_at_least(extent); }
 inline long long tile_for_map(long long extent) { return pow2_at_least(extent); }
 inline long long tile_for_columns(long long, long long) { return 1; }
-template <Op op, typename Tile, typename T> inline T column_reduce(const Tile &, T val) { return val; }
+inline long long column_chunks(long long, long long, long long) { return 1; }
 template <unsigned int Size, typename F, typename... P> inline void with_tile(long long, F &&f, P... p) {
     f(cg::tiled_partition<Size>(cg::this_thread_block()), p...);  // the emulated tile is one thread
 }

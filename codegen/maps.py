@@ -207,10 +207,11 @@ def _row_candidate(ctx, state, entry, forms) -> RowCandidate | None:
     return RowCandidate(forms, accesses)
 
 
-def _tile_accumulators(ctx, outputs, reduce: str, storer: str):
+def _tile_accumulators(ctx, outputs, reduce: str | None, storer: str, split: str | None = None):
     """``(sinks, prologue, epilogue)`` of a reduction inside a tile: a register per output starting at the
-    operator's identity, combined across the tile by ``cpufree::<reduce>`` and added to the output by the
-    threads for which ``storer`` holds."""
+    operator's identity, combined across the tile by ``cpufree::<reduce>`` (``None``: every lane has outputs of its
+    own) and added to the output by the threads for which ``storer`` holds, atomically where ``split`` holds (the
+    reduced range split over tiles: :func:`tiled_columns`)."""
     sinks, prologue, epilogue = {}, [], []
     for e in outputs:
         var = ctx.fresh("acc")
@@ -219,27 +220,12 @@ def _tile_accumulators(ctx, outputs, reduce: str, storer: str):
         target = ctx.access(e.data.data, e.data.subset)
         sinks[(e.src, e.src_conn)] = (var, op, None)
         prologue.append(f"{ctype} {var} = cpufree::identity<{op}, {ctype}>();")
-        epilogue.append(f"{var} = cpufree::{reduce}<{op}>(__tile, {var});")
-        epilogue.append(f"if ({storer}) {target} = cpufree::combine<{op}>({target}, {var});")
-    return sinks, prologue, epilogue
-
-
-def _column_accumulators(ctx, outputs):
-    """``(sinks, prologue, epilogue)`` of a column reduction (:func:`tiled_columns`): a register per output and
-    lane starting at the operator's identity, added to the output by the lane of a valid column, atomically where
-    the reduced range is split over tiles (``__chunks > 1``)."""
-    sinks, prologue, epilogue = {}, [], []
-    for e in outputs:
-        var = ctx.fresh("acc")
-        op = wcr_op(e.data.wcr)
-        ctype = ctx.sdfg.arrays[e.data.data].dtype.ctype
-        target = ctx.access(e.data.data, e.data.subset)
-        sinks[(e.src, e.src_conn)] = (var, op, None)
-        prologue.append(f"{ctype} {var} = cpufree::identity<{op}, {ctype}>();")
-        epilogue.append(
-            f"if (__c < __cols) {{ if (__chunks > 1) cpufree::atomic_combine<{op}>(&{target}, {var}); "
-            f"else {target} = cpufree::combine<{op}>({target}, {var}); }}"
-        )
+        if reduce:
+            epilogue.append(f"{var} = cpufree::{reduce}<{op}>(__tile, {var});")
+        store = f"{target} = cpufree::combine<{op}>({target}, {var});"
+        if split:
+            store = f"{{ if ({split}) cpufree::atomic_combine<{op}>(&{target}, {var}); else {store} }}"
+        epilogue.append(f"if ({storer}) {store}")
     return sinks, prologue, epilogue
 
 
@@ -308,7 +294,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
         work_ranges = [rng[p] for p in par[-MAX_FUSED:]] + [rng[contiguous]]
         form = Form.TILE_REDUCTION
     elif reducible and par == [contiguous]:  # outputs along the contiguous dimension alone: columns
-        sinks, prologue, epilogue = _column_accumulators(ctx, outputs)
+        sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, None, "__c < __cols", "__chunks > 1")
         body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
         code, want = tiled_columns(par, [rng[p] for p in par], red, [rng[p] for p in red], prologue, body, epilogue)
         strategy = (

@@ -25,17 +25,31 @@ class KernelArg:
     size: str | None = None  # workspace: C++ element count (an upper bound when the size varies in a loop)
 
     @property
+    def pointer(self) -> bool:
+        """A device pointer (an argument array or a workspace transient)."""
+        return self.kind in ("array", "workspace")
+
+    @property
+    def read_only(self) -> bool:
+        """A pointer the kernel never writes: declared ``__restrict__`` (:attr:`decl`). On a written array
+        ``__restrict__`` lets nvcc keep a value in a register across grid.sync() although another thread
+        changed it (seen on an H200: a while loop whose counter one thread increments never ended for the others).
+        """
+        return self.pointer and not self.written
+
+    def restrict(self, race_check: bool) -> bool:
+        """Whether the kernel declares it ``__restrict__`` (the race checker's recording pointers are not)."""
+        return self.read_only and not race_check
+
+    @property
     def decl(self) -> str:
-        # __restrict__ only on arrays the kernel never writes. On a written array it lets nvcc keep a
-        # value in a register across grid.sync() although another thread changed it (seen on an H200:
-        # a while loop whose counter one thread increments never ended for the others).
-        if self.kind in ("array", "workspace"):
-            return f"{self.ctype} *{'' if self.written else ' __restrict__'} {self.name}"
+        if self.pointer:
+            return f"{self.ctype} *{' __restrict__' if self.read_only else ''} {self.name}"
         return f"{self.ctype} {self.name}"
 
     def kernel_decl(self, race_check: bool) -> str:
         """The declaration in the kernel: with ``race_check``, arrays record their accesses (racecheck.h)."""
-        if race_check and self.kind in ("array", "workspace"):
+        if race_check and self.pointer:
             return f"{pointer_type(self.ctype, True)}{self.name}"
         return self.decl
 

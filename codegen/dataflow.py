@@ -11,7 +11,7 @@ from dace.sdfg.state import SDFGState
 from dace_cpufree import memlets
 from dace_cpufree.errors import NotPersistableError
 
-from .captures import apart
+from .captures import apart, pointers
 from .context import KernelContext, is_view_edge
 from .expressions import INDEX_T
 from .ir import Executor, Item
@@ -41,20 +41,23 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     # Connectors that address another PE's memory (a put's destination, a signal's flag): bound as
     # pointers, but no access to this PE's copy, so no synchronisation on them.
     remote = {c for c in str(location.get("cpufree_remote", "")).split(",") if c}
-    reads, writes, regions = set(), set(), []
-    for e in state.in_edges(node):
-        if not e.data.is_empty() and e.dst_conn not in remote and e.data.data in ctx.device:
-            reads.add(e.data.data)
-            regions.append((e.data.data, "R", e.data.subset))
-    for e in state.out_edges(node):
-        if not e.data.is_empty() and e.src_conn not in remote and e.data.data in ctx.device:
-            writes.add(e.data.data)
-            regions.append((e.data.data, "W", e.data.subset))
-    reads, writes = frozenset(reads), frozenset(writes)
+    reads, writes, regions, far = set(), set(), [], set()  # far: the containers of remote connectors
+    edges = [(e, e.dst_conn, reads, "R") for e in state.in_edges(node)]
+    for e, conn, accessed, mode in edges + [(e, e.src_conn, writes, "W") for e in state.out_edges(node)]:
+        if e.data.is_empty() or e.data.data not in ctx.device:
+            continue
+        if conn in remote:
+            far.add(e.data.data)
+            continue
+        accessed.add(e.data.data)
+        regions.append((e.data.data, mode, e.data.subset))
+    reads, writes, far = frozenset(reads), frozenset(writes), frozenset(far)
     kind = str(location.get("cpufree_executor", "leader"))
     block = int(str(location.get("cpufree_block", 0)))
     if kind == "grid":  # a collective device-library call that every thread makes (a matrix product)
-        item = Item(f"tasklet {node.label}", code, reads, writes, Executor.GRID, strategy="every thread of the grid")
+        item = Item(
+            f"tasklet {node.label}", code, reads, writes, Executor.GRID, strategy="every thread of the grid", remote=far
+        )
         item.regions = tuple(regions)
         item.collective = True
         item.block_threads = location.get("cpufree_block_threads")
@@ -62,10 +65,16 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
         return item
     if kind == "leader" and block == 0:
         return Item(
-            f"tasklet {node.label}", ["if (__tid == 0) {"] + indent(code) + ["}"], reads, writes, Executor.LEADER
+            f"tasklet {node.label}",
+            ["if (__tid == 0) {"] + indent(code) + ["}"],
+            reads,
+            writes,
+            Executor.LEADER,
+            remote=far,
         )
-    # Library calls on a block or thread: their registers apart from the kernel's loops (see cpufree::apart).
-    code = apart(code)
+    # Library calls on a block or thread: their registers apart from the kernel's loops (see cpufree::apart); the
+    # function takes the pointers of the containers its connectors name (views are declared around it).
+    code = apart(code, pointers(ctx, reads | writes | far))
     on_block = f"__block == {block} % __blocks"
     if kind == "blocks":
         lanes = int(str(location.get("cpufree_lanes", 1)))
@@ -100,7 +109,7 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
             f"tasklet '{node.label}' asks for executor '{kind}'. Fix: use 'grid', 'blocks', 'block', 'each', "
             "'thread' or 'leader'."
         )
-    item = Item(f"tasklet {node.label}", code, reads, writes, executor, strategy=strategy, block=block)
+    item = Item(f"tasklet {node.label}", code, reads, writes, executor, strategy=strategy, block=block, remote=far)
     item.regions = tuple(regions)
     return item
 

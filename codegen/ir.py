@@ -71,6 +71,9 @@ class Item:
     dynamic_shared: str | None = None
     form: Form | None = None  # a map step's mapping to threads (``None``: not a map step)
     tile: int = 0  # a tile step's largest tile (``cpufree::with_tile<tile>``); 0: not tiled
+    # containers in device memory that its code addresses on another PE only (a put's destination, a signal's
+    # flag): named in the code (a step function takes their pointers), not accesses that need synchronisation
+    remote: frozenset[str] = frozenset()
 
     @property
     def part_key(self):

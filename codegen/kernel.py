@@ -13,7 +13,7 @@ from dace_cpufree.errors import CpufreeError
 
 from . import channel as chan
 from . import ir, serial
-from .captures import apart, pass_pointers
+from .captures import step_apart
 from .concurrency import split_independent
 from .context import KernelContext, symbol_ctype
 from .dialect import Dialect
@@ -80,13 +80,6 @@ class KernelSource:
     shmem: bool = False
 
 
-def _apart(item: ir.Item) -> list[str]:
-    """A grid step in a function of its own (``cpufree::apart``); see :class:`Printer` for where."""
-    if item.executor != ir.Executor.GRID or item.tile:
-        return item.code  # tile steps are functions of their own anyway (cpufree::run_step)
-    return apart(item.code)
-
-
 def _pad(lines: list[str], depth: int) -> list[str]:
     return ["    " * depth + line if line else line for line in lines]
 
@@ -94,7 +87,8 @@ def _pad(lines: list[str], depth: int) -> list[str]:
 class Printer:
     """Prints the kernel IR as C++.
 
-    ``steps_apart``: grid steps inside loops go into functions of their own (:func:`_apart`). Used for
+    ``steps_apart``: grid steps inside loops go into functions of their own (``captures.step_apart``), which
+    take the pointers of ``ctx`` (the ``KernelContext``) that the step's containers name. Used for
     kernels that communicate: there the SHMEM library's device code and the steps of the time loop shared
     one register allocation, and values hoisted out of the time loop stayed live across all steps
     (jacobi_3d's overlapped form: 207 registers per thread inlined, 48 apart, and 2.7x slower than the
@@ -108,7 +102,9 @@ class Printer:
         timed: bool = False,
         race_check: bool = False,
         channel: chan.ChannelFacts | None = None,
+        ctx: KernelContext | None = None,
     ):
+        self.ctx = ctx
         self.labels = 0
         self.loops = 0  # loops around the node being printed
         self.steps_apart = steps_apart
@@ -159,7 +155,7 @@ class Printer:
             lines = self._synced(False, item.label)
         else:
             lines = self._between() if item.executor != ir.Executor.EVERY else []
-        code = _apart(item) if self.steps_apart and self.loops else item.code
+        code = step_apart(item, self.ctx) if self.steps_apart and self.loops else item.code
         if self.race_check:  # the step that the race checker's report names
             where = f"{item.label} ({item.source})" if item.source else item.label
             code = [f"cpufree::race::at({json.dumps(where)});"] + code
@@ -284,7 +280,7 @@ def generate(
             root, lambda loop: Printer(race_check=race_check).node(loop, 0), lambda s: symbol_ctype(sdfg, s)
         )
     )
-    fuse_rows(root)
+    fuse_rows(root, ctx)
     if concurrent_steps:
         split_independent(root, 1 + max((i.part.scope for i in ir.items(root) if i.part is not None), default=-1))
     place_grid_syncs(root)
@@ -305,12 +301,10 @@ def generate(
             f"step timing (DACE_CPUFREE_STEP_TIMES=1) reads CUDA's %globaltimer and has no {dialect.name} version. "
             f"Fix: unset DACE_CPUFREE_STEP_TIMES for {dialect.name} builds."
         )
-    printer = Printer(communicates, timed, race_check, facts)
+    printer = Printer(communicates, timed, race_check, facts, ctx)
     body = printer.node(root, 1)
-    pointers = [a for a in args if a.kind in ("array", "workspace")]
-    body = pass_pointers(body, {a.name: a.kernel_decl(race_check) for a in pointers})
     if race_check:
-        body = [f'    cpufree::race::name({a.name}, "{a.name}");' for a in pointers] + body
+        body = [f'    cpufree::race::name({a.name}, "{a.name}");' for a in args if a.pointer] + body
     if facts is not None:
         body = ["    CPUFREE_CHANNEL_BEGIN()"] + body
     nseg = len(printer.segments)

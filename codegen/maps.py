@@ -20,6 +20,7 @@ from dace.sdfg.state import SDFGState
 from dace_cpufree.errors import NotPersistableError
 from dace_cpufree.vocabulary import contiguous_param
 
+from .captures import pointers
 from .context import KernelContext
 from .expressions import cexpr, range_extents
 from .ir import Executor, Form, Item
@@ -78,7 +79,11 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
     )
     local = _locals(ctx, state, entry)
     dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
-    scheduled = _scheduled_map(ctx, state, entry, outputs, par, red, bool(reducible), local)
+    reads, writes = scope_accesses(ctx, state, entry)
+    # a tile step is a function of its own: it takes the pointers of the containers its scope names (a view's
+    # own name: its declaration stays outside the step, see dataflow._through_views)
+    passed = pointers(ctx, reads | writes)
+    scheduled = _scheduled_map(ctx, state, entry, outputs, par, red, bool(reducible), local, passed)
     row, tile = None, 0
     if scheduled is not None:
         code, work, strategy, row, form, tile = scheduled
@@ -110,7 +115,6 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
         work = _work(ctx, ranges)
         strategy = f"grid-wide reduction over {dims(red)}: warp shuffles, one atomic per warp"
         form = Form.GRID_REDUCTION
-    reads, writes = scope_accesses(ctx, state, entry)
     code = ["{"] + indent(code) + ["}"]
     item = Item(f"map {entry.map.label}", code, reads, writes, Executor.GRID, work, strategy=strategy, form=form)
     item.tile = tile
@@ -229,8 +233,9 @@ def _tile_accumulators(ctx, outputs, reduce: str | None, storer: str, split: str
     return sinks, prologue, epilogue
 
 
-def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local):
-    """A map that :class:`ScheduleThreads` gave a tile size, as tile-mapped loops.
+def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local, passed):
+    """A map that :class:`ScheduleThreads` gave a tile size, as tile-mapped loops whose step takes the ``passed``
+    pointers.
 
     Returns ``(code, work, strategy, row, form, tile)`` (``tile``: the largest tile), or ``None`` when the map
     keeps the plain grid-stride loop:
@@ -286,6 +291,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
             prologue,
             body,
             epilogue,
+            passed,
         )
         strategy = (
             f"{tile_txt}, a tile per output {dims(par)} ({layout(par)}), lanes over {dims(red_order)}, tile reduction"
@@ -296,7 +302,9 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
     elif reducible and par == [contiguous]:  # outputs along the contiguous dimension alone: columns
         sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, None, "__c < __cols", "__chunks > 1")
         body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
-        code, want = tiled_columns(par, [rng[p] for p in par], red, [rng[p] for p in red], prologue, body, epilogue)
+        code, want = tiled_columns(
+            par, [rng[p] for p in par], red, [rng[p] for p in red], prologue, body, epilogue, passed
+        )
         strategy = (
             f"tiles of up to 128 threads (picked at run time), a lane per output {dims(par)}, {dims(red)} split into "
             "ranges over the tiles, combined by atomic adds where split"
@@ -312,7 +320,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local)
         else:
             code_inner = local + ScopeWriter(ctx, state, params).scope(entry)
             what = ""
-        code, want = tiled_map(space, [rng[p] for p in space], contiguous, tile, code_inner)
+        code, want = tiled_map(space, [rng[p] for p in space], contiguous, tile, code_inner, passed)
         outer = [p for p in space if p != contiguous]
         strategy = f"{tile_txt}, lanes over {contiguous} in tile-sized chunks, {layout(outer)}{what}"
         outer_work = _work(ctx, [rng[p] for p in outer[-MAX_FUSED:]])

@@ -28,6 +28,7 @@ import dace
 import sympy
 
 from . import ir
+from .captures import pointers
 from .expressions import INDEX_T, same_value
 from .loops import indent
 from .tiles import extent_decls, layout, tile_stride, with_tile
@@ -143,7 +144,7 @@ def _groups(children: list) -> list[tuple[int, int, list]]:
     return out
 
 
-def _fused_item(items: list[ir.Item], forms: list[RowForm]) -> ir.Item:
+def _fused_item(items: list[ir.Item], forms: list[RowForm], ctx) -> ir.Item:
     anchor = next(f for f in forms if f.reduction)
     rows = [f"__g{j}" for j in range(len(anchor.outer))]
     body = []
@@ -153,15 +154,17 @@ def _fused_item(items: list[ir.Item], forms: list[RowForm]) -> ir.Item:
         alias = [f"const {INDEX_T} {p} = {g};" for p, g in zip(form.outer, rows) if p != g]
         body += [f"{{  // {item.label}"] + indent(item.row.prelude + alias + form.lines()) + ["}"]
     bound = max((f.bound or 1024) if f.reduction else 0 for f in forms)
+    reads = frozenset().union(*(i.reads for i in items))
+    writes = frozenset().union(*(i.writes for i in items))
     code = extent_decls(rows, anchor.ranges, "r")
-    code += with_tile(bound, anchor.want, tile_stride(rows, anchor.ranges, "r", body))
+    # the step names what the steps' declarations of their views alias (their preludes are inside it)
+    passed = pointers(ctx, reads | writes)
+    code += with_tile(bound, anchor.want, tile_stride(rows, anchor.ranges, "r", body), passed)
     strategy = (
         f"{len(items)} steps fused row by row ({', '.join(i.label for i in items)}): a tile per row "
         f"({layout(rows)}; tile size from {anchor.want}, bound {bound}), tile barriers between the steps, "
         "no grid.sync() inside"
     )
-    reads = frozenset().union(*(i.reads for i in items))
-    writes = frozenset().union(*(i.writes for i in items))
     work = next(i.work for i, f in zip(items, forms) if f is anchor)
     return ir.Item(
         "rows " + " + ".join(i.label.removeprefix("map ") for i in items),
@@ -186,8 +189,9 @@ def _flatten(seq: ir.Seq) -> list:
     return out
 
 
-def fuse_rows(node) -> int:
-    """Fuses the row-local groups under ``node`` in place; returns how many groups it made."""
+def fuse_rows(node, ctx) -> int:
+    """Fuses the row-local groups under ``node`` (the kernel IR of ``ctx``, a ``KernelContext``) in place; returns
+    how many groups it made."""
     made = 0
     if isinstance(node, ir.Seq):
         children = _flatten(node)
@@ -196,17 +200,17 @@ def fuse_rows(node) -> int:
             out, pos = [], 0
             for start, end, forms in groups:
                 out += children[pos:start]
-                out.append(_fused_item(children[start:end], forms))
+                out.append(_fused_item(children[start:end], forms, ctx))
                 pos = end
             node.children = out + children[pos:]
             made += len(groups)
         for child in node.children:
             if not isinstance(child, ir.Item):
-                made += fuse_rows(child)
+                made += fuse_rows(child, ctx)
     elif isinstance(node, ir.Loop):
-        made += fuse_rows(node.body)
+        made += fuse_rows(node.body, ctx)
     elif isinstance(node, ir.Branch):
-        made += sum(fuse_rows(b) for b in node.bodies)
+        made += sum(fuse_rows(b, ctx) for b in node.bodies)
     elif isinstance(node, ir.Graph):
-        made += sum(fuse_rows(b) for b in node.blocks)
+        made += sum(fuse_rows(b, ctx) for b in node.blocks)
     return made

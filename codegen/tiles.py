@@ -13,7 +13,7 @@ indices are decoded once per iteration; outer dimensions beyond three run as seq
 
 from __future__ import annotations
 
-from .captures import step
+from .captures import Pointers, step
 from .expressions import INDEX_T, cexpr, range_extents
 from .loops import decode_flat, indent, nested_loops
 
@@ -69,8 +69,9 @@ def tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | N
     return nested_loops(seq, seq_ranges, loop)
 
 
-def with_tile(tile: int, want: str, body: list[str]) -> list[str]:
-    """``body`` run by every thread with ``__tile`` bound to its tile.
+def with_tile(tile: int, want: str, body: list[str], passed: Pointers) -> list[str]:
+    """``body`` run by every thread with ``__tile`` bound to its tile, in a step function that takes the
+    ``passed`` pointers (:mod:`.captures`).
 
     ``tile`` is the largest tile (static when the extent is known at compile time, else 1024); the
     kernel takes the largest power of two up to it that ``want`` asks for and the block holds. The step
@@ -79,12 +80,14 @@ def with_tile(tile: int, want: str, body: list[str]) -> list[str]:
     (the compiler cannot rule out aliasing; gesummv's warp step: 71 local-memory loads in PTX). On an H200
     this made softmax, mlp, atax, bicg and syr2k faster, and mvt's fused rows slower (cause not found).
     """
-    return step(body) + [f"cpufree::with_tile<{tile or 1024}>({want}, __step);"]
+    return step(body, passed, f"cpufree::with_tile<{tile or 1024}>({want}, __step")
 
 
-def tiled_map(params, ranges, contiguous: str, tile: int, body: list[str], tag: str = "") -> tuple[list[str], str]:
-    """A map (or the parallel part of one) whose lanes cover ``contiguous`` in tile-sized chunks;
-    returns the code and the tile request."""
+def tiled_map(
+    params, ranges, contiguous: str, tile: int, body: list[str], passed: Pointers, tag: str = ""
+) -> tuple[list[str], str]:
+    """A map (or the parallel part of one) whose lanes cover ``contiguous`` in tile-sized chunks, its step
+    taking the ``passed`` pointers; returns the code and the tile request."""
     k = params.index(contiguous)
     outer = [p for p in params if p != contiguous]
     outer_ranges = [r for p, r in zip(params, ranges) if p != contiguous]
@@ -99,25 +102,27 @@ def tiled_map(params, ranges, contiguous: str, tile: int, body: list[str], tag: 
     want = f"cpufree::tile_for_map({ext})"
     chunks = f"({ext} + __tile.num_threads() - 1) / __tile.num_threads()"
     code = extent_decls(params, ranges, tag)
-    code += with_tile(tile, want, tile_stride(outer, outer_ranges, tag, lanes, chunks))
+    code += with_tile(tile, want, tile_stride(outer, outer_ranges, tag, lanes, chunks), passed)
     return code, want
 
 
 def tiled_reduction(
-    par, par_ranges, red, red_ranges, contiguous: str, tile: int, prologue, body, epilogue, tag: str = ""
+    par, par_ranges, red, red_ranges, contiguous: str, tile: int, prologue, body, epilogue, passed: Pointers, tag=""
 ) -> tuple[list[str], str]:
     """A tile per output (``par``); its lanes stride over the reduced space (``red``, flattened, the
     last parameter fastest) and combine with a tile reduction. ``prologue``/``epilogue`` run per
-    output, around the lane loop."""
+    output, around the lane loop; the step takes the ``passed`` pointers."""
     inner = reduction_lanes(red, red_ranges, prologue, body, epilogue, tag)
     rows = " * ".join(f"__x{tag}_{p}" for p in par) or "1"
     want = f"cpufree::tile_for_reduction(__x{tag}_{contiguous}, {rows})"
     code = extent_decls(list(par) + list(red), list(par_ranges) + list(red_ranges), tag)
-    code += with_tile(tile, want, tile_stride(list(par), list(par_ranges), tag, inner))
+    code += with_tile(tile, want, tile_stride(list(par), list(par_ranges), tag, inner), passed)
     return code, want
 
 
-def tiled_columns(par, par_ranges, red, red_ranges, prologue, body, epilogue, tag: str = "") -> tuple[list[str], str]:
+def tiled_columns(
+    par, par_ranges, red, red_ranges, prologue, body, epilogue, passed: Pointers, tag: str = ""
+) -> tuple[list[str], str]:
     """A reduction whose outputs (``par``) run along the contiguous dimension, a column each (``A.T @ y``).
 
     A tile's lanes take consecutive outputs, a lane each (``tile_for_columns``: up to 1 KiB of doubles of each row
@@ -157,7 +162,7 @@ def tiled_columns(par, par_ranges, red, red_ranges, prologue, body, epilogue, ta
     step += indent(inner) + ["}"]
     want = f"cpufree::tile_for_columns({cols}, {flat})"
     code = extent_decls(list(par) + list(red), list(par_ranges) + list(red_ranges), tag)
-    return code + with_tile(1024, want, step), want
+    return code + with_tile(1024, want, step, passed), want
 
 
 def reduction_lanes(red, red_ranges, prologue, body, epilogue, tag: str = "") -> list[str]:

@@ -51,7 +51,7 @@ class MoveUpdateLoopsIntoMap(MoveLoopIntoMap):
     def apply(self, graph, sdfg):
         nest = _nest(self.loop)
         body = nest[-1].nodes()[0]
-        _, _, copies = _shape(body, sdfg, _variables(nest))
+        _, exit_, copies = _shape(body, sdfg, _variables(nest))
         for tmp, dst in copies:  # the map writes the copy's destination in place: each point owns its elements
             node = next(n for n in body.data_nodes() if n.data == tmp)
             (copy,) = body.out_edges(node)
@@ -72,14 +72,9 @@ class MoveUpdateLoopsIntoMap(MoveLoopIntoMap):
             _wrap(loop, sdfg)
         (nsdfg,) = [n for n in body.nodes() if isinstance(n, nodes.NestedSDFG)]
         moved = nsdfg.sdfg.start_block
-        for name in sorted({e.dst.data for e in body.out_edges(body.exit_node(_map_of(body)))}):
+        for name in sorted({e.dst.data for e in body.out_edges(exit_)}):  # the map stays in the body
             _in_a_register(nsdfg.sdfg, moved, name)
         sdfg.reset_cfg_list()
-
-
-def _map_of(state: SDFGState) -> nodes.MapEntry:
-    (entry,) = [n for n in state.nodes() if isinstance(n, nodes.MapEntry)]
-    return entry
 
 
 def _in_a_register(inner, nest: LoopRegion, name: str) -> None:
@@ -87,14 +82,14 @@ def _in_a_register(inner, nest: LoopRegion, name: str) -> None:
     it (the compiler cannot keep it in a register itself: the element's stores might alias the operands' loads).
     Every access to ``name`` in ``nest`` (the loops moved into ``inner``) is the same element."""
     states = [b for b in nest.all_control_flow_blocks() if isinstance(b, SDFGState)]
-    edges = [(state, e) for state in states for e in state.edges() if e.data.data == name]
-    if not edges or len({str(e.data.subset) for _, e in edges}) != 1:
+    edges = [e for state in states for e in state.edges() if e.data.data == name]
+    if not edges or len({str(e.data.subset) for e in edges}) != 1:
         return  # e.g. the whole array passed on to a nested SDFG: left in memory
-    if any(isinstance(n, nodes.NestedSDFG) for _, e in edges for n in (e.src, e.dst)):
+    if any(isinstance(n, nodes.NestedSDFG) for e in edges for n in (e.src, e.dst)):
         return
-    subset = copy.deepcopy(edges[0][1].data.subset)
+    subset = copy.deepcopy(edges[0].data.subset)
     local = inner.add_scalar("cpufree_element", inner.arrays[name].dtype, transient=True, find_new_name=True)[0]
-    for _, e in edges:
+    for e in edges:
         e.data.data, e.data.subset = local, dace.subsets.Range.from_string("0")
     for state in states:
         for n in state.data_nodes():

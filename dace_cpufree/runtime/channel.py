@@ -48,6 +48,9 @@ class ChannelHost:
         if calls:
             lib.cpufree_channel_wait_call.restype = ctypes.c_longlong
             lib.cpufree_channel_wait_call.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
+            # the answer is a few stores: called without releasing the GIL (ctypes.PyDLL), which costs more
+            self.answer = ctypes.PyDLL(lib._name).cpufree_channel_answer
+            self.answer.restype, self.answer.argtypes = None, [ctypes.c_longlong, ctypes.c_longlong]
             missing = [c.name for c in calls if c.name not in (callbacks or {})]
             if missing:
                 raise CpufreeError(
@@ -131,11 +134,6 @@ class Call:
         self.call_times = []  # with host callbacks: seconds each callable took (the host's part of a round trip)
         self._hang_shown = False
         self._hang_at = None  # when the poller first saw a hang report
-        self._answer_call = None
-        if host.facts.calls:  # a few stores: called without releasing the GIL (ctypes.PyDLL), which costs more
-            answer = ctypes.PyDLL(host._lib._name).cpufree_channel_answer
-            answer.restype, answer.argtypes = None, [ctypes.c_longlong, ctypes.c_longlong]
-            self._answer_call = answer
 
     # ---- the call ---------------------------------------------------------------------------------------------
     def run(self, launch):
@@ -256,7 +254,7 @@ class Call:
     def _answer(self, request: int, status: int) -> None:
         """The answer to request ``request``: its status and the results ``write`` left in ``RESULTS``, as the
         request's flagged words (``cpufree_channel_answer``)."""
-        self._answer_call(request, status)
+        self.host.answer(request, status)
         self._answered = request
 
     # ---- the poller thread ------------------------------------------------------------------------------------

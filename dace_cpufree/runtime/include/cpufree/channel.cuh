@@ -295,6 +295,11 @@ __host__ __device__ inline unsigned int data_of(long long word) { return (unsign
 __host__ __device__ inline long long joined(long long low, long long high) {
     return (long long)((unsigned long long)data_of(low) | ((unsigned long long)data_of(high) << 32));
 }
+// A 64-bit value as the two flagged words at `w[at]` (low half) and `w[at + 1]` (high half); `joined` reads it back.
+__host__ __device__ inline void put_flagged(volatile long long *w, int at, unsigned int flag, long long value) {
+    w[at] = flagged(flag, (unsigned int)(unsigned long long)value);
+    w[at + 1] = flagged(flag, (unsigned int)((unsigned long long)value >> 32));
+}
 
 // The leader calls host callback `id` with `nargs` argument words and waits for `nres` result words. After a cancel
 // (or a callback that raised, or no answer within the timeout) it makes no more calls: results are 0.
@@ -305,10 +310,7 @@ __device__ inline void call(int id, const long long *args, int nargs, long long 
     if (s.seen) return;
     const long long seq = ++s.calls;  // device memory: the numbering goes on over launches of this library
     const unsigned int flag = (unsigned int)seq;
-    for (int k = 0; k < nargs; ++k) {
-        w[CPUFREE_CHANNEL_CALL_ARG_WORDS + 2 * k] = flagged(flag, data_of(args[k]));
-        w[CPUFREE_CHANNEL_CALL_ARG_WORDS + 2 * k + 1] = flagged(flag, flag_of(args[k]));
-    }
+    for (int k = 0; k < nargs; ++k) put_flagged(w, CPUFREE_CHANNEL_CALL_ARG_WORDS + 2 * k, flag, args[k]);
     w[CPUFREE_CHANNEL_CALL_HEAD] = flagged(flag, (unsigned int)id | ((unsigned int)nargs << 16));
     w[CPUFREE_CHANNEL_CALL_REQ] = seq;
     const long long start = now_ns();
@@ -401,11 +403,8 @@ static inline long long wait_call(long long answered, long long timeout_ns) {
 static inline void answer(long long request, long long status) {
     volatile long long *w = host_words_ref();
     const unsigned int flag = (unsigned int)request;
-    for (int k = 0; k < CPUFREE_CHANNEL_CALL_MAX_RESULTS; ++k) {
-        const long long value = w[CPUFREE_CHANNEL_CALL_RESULTS + k];
-        w[CPUFREE_CHANNEL_CALL_RESULT_WORDS + 2 * k] = flagged(flag, data_of(value));
-        w[CPUFREE_CHANNEL_CALL_RESULT_WORDS + 2 * k + 1] = flagged(flag, flag_of(value));
-    }
+    for (int k = 0; k < CPUFREE_CHANNEL_CALL_MAX_RESULTS; ++k)
+        put_flagged(w, CPUFREE_CHANNEL_CALL_RESULT_WORDS + 2 * k, flag, w[CPUFREE_CHANNEL_CALL_RESULTS + k]);
     w[CPUFREE_CHANNEL_CALL_ANSWER] = flagged(flag, (unsigned int)status);
 }
 #endif  // CPUFREE_CHANNEL_CALL_REQ

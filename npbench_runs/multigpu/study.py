@@ -101,6 +101,12 @@ def _stencil_label(r: dict) -> str:
     return "DaCe + MPI" if r.get("framework") == "dace_mpi" else r["form"]
 
 
+def _panel(r: dict) -> tuple:
+    """One panel per program, mode and size: weak scaling's tile per GPU, strong scaling's global side (runs at
+    several tile sizes would otherwise share one line)."""
+    return r["program"], r["mode"], tuple(r["local_shape"]) if r["mode"] == "weak" else (r["n"],)
+
+
 def _save(fig, title: str, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
@@ -118,14 +124,13 @@ def plot(stencil_rows: list[dict], cg_rows: list[dict], gpu: str, out: Path) -> 
     import matplotlib.pyplot as plt
 
     written = []
-    groups = sorted({(r["program"], r["mode"]) for r in stencil_rows})
+    groups = sorted({_panel(r) for r in stencil_rows})
     if groups:
         fig, axes = plt.subplots(1, len(groups), figsize=(4 * len(groups), 3.6), squeeze=False)
-        for ax, (program, mode) in zip(axes[0], groups):
-            rows = [r for r in stencil_rows if (r["program"], r["mode"]) == (program, mode)]
+        for ax, (program, mode, extent) in zip(axes[0], groups):
+            rows = [r for r in stencil_rows if _panel(r) == (program, mode, extent)]
             _plot_series(ax, rows, _stencil_label, "us_per_step")
-            tile = rows[0].get("local_shape") if mode == "weak" else None
-            size = "x".join(map(str, tile)) + " per GPU" if tile else f"N={rows[0]['n']}"
+            size = "x".join(map(str, extent)) + " per GPU" if mode == "weak" else f"N={extent[0]}"
             ax.set_title(f"{program}, {mode} ({size})", fontsize=9)
             ax.set_ylabel("us per step")
         written.append(_save(fig, f"Stencils, time per step ({gpu})", out / "stencils.png"))

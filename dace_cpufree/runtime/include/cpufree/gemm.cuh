@@ -7,14 +7,19 @@
 // returns without a grid sync of its own (the caller syncs before C is read). BLAS convention: beta == 0
 // does not read C (an uninitialised output is fine; NaN in C does not leak through).
 //
-// CUDA: built on cuBLASDx (wheel nvidia-mathdx; its headers and the CUTLASS/CuTe copy it ships must be on
+// CUDA: built on the wheel nvidia-mathdx (its cuBLASDx headers and the CUTLASS/CuTe copy it ships must be on
 // the include path, and cuBLASDx needs nvcc's --expt-relaxed-constexpr). Each block computes output tiles
 // (grid-stride over tiles), staging A and B tiles through a multi-stage cp.async pipeline in dynamic shared
-// memory (the launcher sizes it from gemm_shared_bytes), and cuBLASDx's block GEMM accumulates in registers:
-// FP64 runs on the DMMA tensor cores (sm_80+), FP32 on FFMA as cuBLAS does by default (no TF32). When the output tiles would leave the grid's last wave of
-// blocks mostly idle (or there are fewer tiles than blocks), K is split over blocks: C is first scaled by beta,
-// one grid sync, then the partial products are added atomically (so results may then differ from run to run
-// in the last bits).
+// memory (the launcher sizes it from gemm_shared_bytes), and accumulates the tile product in registers.
+// When the output tiles would leave the grid's last wave of blocks mostly idle (or there are fewer tiles than
+// blocks), K is split over blocks: C is first scaled by beta, one grid sync, then the partial products are added
+// atomically (so results may then differ from run to run in the last bits).
+//
+// FP64 (GemmTileDmma) runs CuTe's DMMA atoms warp by warp on swizzled shared layouts, fragment loads and staging
+// of its own (cpufree/gemm_dmma.cuh, gemm_tensor_dmma below): cuBLASDx 0.4's block GEMM picks the 16x8x4 atom with
+// 32x32 warp tiles and spends many instructions on staging and fragment addressing; at 1000-4096 it reached
+// 0.49-0.55x cuBLAS's FP64 speed on an H200, this product 0.60-0.73x. FP32 (GemmTile) stays on cuBLASDx's block
+// GEMM, on FFMA as cuBLAS does by default (no TF32).
 //
 // Other element types (integers), HIP, and builds with -DCPUFREE_GEMM_PLAIN (no MathDx headers at hand)
 // take a plain grid-stride loop nest with the same semantics.
@@ -32,6 +37,7 @@
 #ifndef CPUFREE_GEMM_PLAIN
 // -I <nvidia-mathdx wheel>/nvidia/mathdx/include -I <nvidia-mathdx wheel>/nvidia/mathdx/external/cutlass/include
 #include <cublasdx.hpp>
+#include "gemm_dmma.cuh"
 #endif
 #endif
 
@@ -48,7 +54,25 @@ struct GemmTile {
     static constexpr int kStages = Stages_;
 };
 
-// Element types that take the cuBLASDx tensor path; any other T (integers) takes a plain loop nest.
+// FP64 only: the same schedule and pipeline, with the tile product written directly on the DMMA tensor cores
+// (cpufree/gemm_dmma.cuh) instead of cuBLASDx's block GEMM. WarpsM x WarpsN warps split the output tile
+// (Threads = 32 * WarpsM * WarpsN); each multiplies 16 x 8 x AtomK atoms (AtomK 4, 8 or 16).
+template <int TileM_, int TileN_, int TileK_, int WarpsM_, int WarpsN_, int AtomK_, int Stages_>
+struct GemmTileDmma {
+    static constexpr int kTileM = TileM_, kTileN = TileN_, kTileK = TileK_;
+    static constexpr int kWarpsM = WarpsM_, kWarpsN = WarpsN_, kAtomK = AtomK_;
+    static constexpr int kThreads = 32 * WarpsM_ * WarpsN_;
+    static constexpr int kStages = Stages_;
+    static constexpr bool kDmma = true;
+};
+
+// Whether a tile configuration takes the direct DMMA product (GemmTileDmma) rather than cuBLASDx's.
+template <typename Tile, typename = void> struct gemm_tile_is_dmma { static constexpr bool value = false; };
+template <typename Tile> struct gemm_tile_is_dmma<Tile, decltype(void(Tile::kDmma))> {
+    static constexpr bool value = Tile::kDmma;
+};
+
+// Element types that take the tensor path (DMMA or cuBLASDx); any other T (integers) takes a plain loop nest.
 template <typename T> struct gemm_uses_library { static constexpr bool value = false; };
 #if !defined(CPUFREE_EMULATE) && !defined(CPUFREE_GEMM_PLAIN)
 template <> struct gemm_uses_library<double> { static constexpr bool value = true; };
@@ -56,10 +80,10 @@ template <> struct gemm_uses_library<float> { static constexpr bool value = true
 #endif
 
 // Defaults per element type: the best of the configurations npbench_runs/gemm_tiles.py measures at NPBench's
-// sizes on an H100 (docs/linear-algebra.md). Larger tiles gained nothing there and would cost the fused kernel's
+// sizes (docs/linear-algebra.md). Larger tiles gain only at the largest sizes and would cost the fused kernel's
 // other steps their occupancy (one register allocation and one block size serve every step).
 template <typename T> struct GemmDefault { using type = GemmTile<64, 64, 16, 128, 3>; };
-template <> struct GemmDefault<double> { using type = GemmTile<64, 64, 16, 128, 3>; };  // 48 KiB shared
+template <> struct GemmDefault<double> { using type = GemmTileDmma<64, 64, 16, 2, 2, 4, 3>; };  // 48 KiB shared
 template <> struct GemmDefault<float> { using type = GemmTile<64, 128, 16, 128, 3>; };  // 36 KiB shared
 
 // Facts for the launcher: the block size gemm<T>'s tile is built for (a larger block works, its extra threads
@@ -213,7 +237,7 @@ __device__ inline void stage_copy(const V *src, V *dst, bool inside) {
 #endif
 }
 
-// Shared-memory tiles come with cuBLASDx's suggested (swizzled) layouts. A copy of VecElems consecutive
+// Shared-memory tiles have swizzled layouts (cuBLASDx's suggested ones, or gemm_dmma.cuh's). A copy of VecElems consecutive
 // elements along a row of the tile can be one 16-byte cp.async when the layout keeps them adjacent and
 // aligned there: checked once at compile time over the whole tile.
 template <typename Layout, int Rows, int Cols, int VecElems>
@@ -287,11 +311,206 @@ __device__ inline void scale_output(long long M, long long N, T beta, T *C, long
     }
 }
 
+// Staging of one untransposed operand tile (Rows x Cols, 16-byte copies) into shared memory by the first Threads
+// threads, from source pointers that advance along K. KAlongCols: K runs along the tile's columns (A: M x K) or rows
+// (B: K x N). Each thread copies kCopies chunks of one column chunk, kRowStep rows apart: their shared-memory offsets
+// are fixed for the whole product and the bounds along the dimension K does not run along are checked once per
+// output tile, so a K step costs one add per chunk and its K bound. For operands with vector_copies_ok, and tiles
+// that the Threads threads split evenly (fits()).
+template <typename T, int Rows, int Cols, int Threads, bool KAlongCols>
+struct LeanStage {
+    static constexpr int kVec = 16 / int(sizeof(T));
+    static constexpr int kPerRow = Cols / kVec;
+    static constexpr bool fits() {
+        return Cols % kVec == 0 && Threads % kPerRow == 0 && (Rows * kPerRow) % Threads == 0;
+    }
+    static constexpr int kRowStep = fits() ? Threads / kPerRow : 1, kCopies = fits() ? Rows * kPerRow / Threads : 1;
+    static_assert(kCopies <= 32, "one bit per copy");
+    int offset[kCopies];   // shared-memory element offsets in a stage buffer
+    int r0, c;             // this thread's first row and its column in the tile
+    long long row_stride;  // kRowStep * ld
+    const T *src;          // the first copy's source at K step 0 of the current tile (row0 + r0, col0 + c)
+    unsigned fixed_ok;     // bit i: copy i lies inside along the dimension that K does not run along
+
+    template <typename Layout>
+    __device__ void prepare(Layout layout, long long ld) {
+        static_assert(rows_vectorizable<Layout, Rows, Cols, kVec>(), "the layout splits 16-byte chunks");
+        const int tid = int(threadIdx.x) < Threads ? int(threadIdx.x) : 0;
+        r0 = tid / kPerRow;
+        c = (tid % kPerRow) * kVec;
+#pragma unroll
+        for (int i = 0; i < kCopies; ++i) offset[i] = int(layout(r0 + i * kRowStep, c));
+        row_stride = (long long)kRowStep * ld;
+    }
+    // A new output tile: K step 0 starts at (row0, col0); `rows` x `cols` is the operand's extent.
+    __device__ void start(const T *X, long long ld, long long row0, long long col0, long long rows, long long cols) {
+        src = X + (row0 + r0) * ld + col0 + c;
+        fixed_ok = 0;
+#pragma unroll
+        for (int i = 0; i < kCopies; ++i) {
+            const bool ok = KAlongCols ? row0 + r0 + i * kRowStep < rows : col0 + c < cols;
+            fixed_ok |= unsigned(ok) << i;
+        }
+    }
+    // The K step starting k0 after the tile's first k (k_left = K - the tile's first k) into `base`.
+    __device__ void copy(T *base, const T *X, long long ld, long long k0, long long k_left) const {
+        using Vec = cute::uint128_t;
+        if (int(threadIdx.x) >= Threads) return;
+        const T *p = KAlongCols ? src + k0 : src + k0 * ld;
+#pragma unroll
+        for (int i = 0; i < kCopies; ++i) {
+            const bool k_ok = KAlongCols ? k0 + c < k_left : k0 + r0 + i * kRowStep < k_left;
+            const bool inside = ((fixed_ok >> i) & 1u) && k_ok;
+            const T *q = p + i * row_stride;
+            stage_copy(reinterpret_cast<const Vec *>(inside ? q : X), reinterpret_cast<Vec *>(base + offset[i]), inside);
+        }
+    }
+};
+
+// Tensor path, GemmTileDmma tiles (double): the same schedule and pipeline as the cuBLASDx path below, with each warp
+// multiplying its share of the tile on the DMMA tensor cores (cpufree/gemm_dmma.cuh). Untransposed, 16-byte aligned
+// operands are staged by LeanStage, others (transposed, misaligned) by stage_tile. The epilogue writes each lane's
+// four adjacent columns of a row as two 16-byte stores where C allows. Threads past Tile::kThreads only help staging
+// in stage_tile.
+template <typename T, typename Tile>
+__device__ void gemm_tensor_dmma(long long M, long long N, long long K, T alpha, const T *A, long long lda,
+                                 bool transA, const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,
+                                 long long forced_splits) {
+    static_assert(cute::is_same_v<T, double>, "GemmTileDmma tiles multiply doubles");
+    constexpr int TM = Tile::kTileM, TN = Tile::kTileN, TK = Tile::kTileK, kStages = Tile::kStages;
+    constexpr int kStageA = TM * TK, kStageB = TK * TN;
+    using W = dmma::Warp<TM, TN, TK, Tile::kWarpsM, Tile::kWarpsN, Tile::kAtomK>;
+    static_assert(kStages >= 2, "the pipeline needs two stages or more");
+
+    T *const smem_a = reinterpret_cast<T *>(dynamic_shared());
+    T *const smem_b = smem_a + kStages * kStageA;
+    static_assert((kStageA * kStages * sizeof(T)) % 16 == 0, "B stages start 16-byte aligned");
+    constexpr typename W::LA layout_a{};
+    constexpr typename W::LB layout_b{};
+
+    const Schedule s = make_schedule<Tile>(M, N, K, forced_splits);
+    if (s.splits > 1) {  // split-K: C = beta * C first, so every K range only adds its part
+        scale_output(M, N, beta, C, ldc);
+        cooperative_groups::this_grid().sync();
+    }
+    const bool vec_a = !transA && vector_copies_ok(A, lda, K);
+    const bool vec_b = !transB && vector_copies_ok(B, ldb, N);
+    const bool vec_c = (reinterpret_cast<unsigned long long>(C) % 16 == 0) && ldc % 2 == 0;
+    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+    const bool computes = int(threadIdx.x) < Tile::kThreads;
+
+    using LeanA = LeanStage<T, TM, TK, Tile::kThreads, true>;
+    using LeanB = LeanStage<T, TK, TN, Tile::kThreads, false>;
+    LeanA lean_a;
+    LeanB lean_b;
+    if constexpr (LeanA::fits()) lean_a.prepare(layout_a, lda);
+    if constexpr (LeanB::fits()) lean_b.prepare(layout_b, ldb);
+
+    const long long work = s.tiles * s.splits;
+    for (long long w = blockIdx.x; w < work; w += gridDim.x) {
+        long long tm, tn;
+        tile_coords(s, w / s.splits, tm, tn);
+        const long long split = w % s.splits;
+        const long long m0 = tm * TM, n0 = tn * TN;
+        const long long kt_begin = split * s.k_tiles_per_split;
+        long long kt_end = kt_begin + s.k_tiles_per_split;
+        if (kt_end > s.k_tiles) kt_end = s.k_tiles;
+        const int nk = kt_end > kt_begin ? int(kt_end - kt_begin) : 0;
+        const long long kfirst = kt_begin * TK;
+        if constexpr (LeanA::fits()) if (vec_a) lean_a.start(A, lda, m0, kfirst, M, K);
+        if constexpr (LeanB::fits()) if (vec_b) lean_b.start(B, ldb, kfirst, n0, K, N);
+
+        auto stage = [&](int step, int buf) {  // copy K step `step` of this range into stage buffer `buf`
+            const long long k0 = kfirst + (long long)step * TK;
+            T *const sa = smem_a + buf * kStageA, *const sb = smem_b + buf * kStageB;
+            if (LeanA::fits() && vec_a) lean_a.copy(sa, A, lda, (long long)step * TK, K - kfirst);
+            else stage_tile<T, TM, TK>(sa, layout_a, A, lda, transA, m0, k0, M, K, vec_a);
+            if (LeanB::fits() && vec_b) lean_b.copy(sb, B, ldb, (long long)step * TK, K - kfirst);
+            else stage_tile<T, TK, TN>(sb, layout_b, B, ldb, transB, k0, n0, K, N, vec_b);
+        };
+
+        double acc[W::kMI][W::kNJ][4];
+#pragma unroll
+        for (int i = 0; i < W::kMI; ++i)
+#pragma unroll
+            for (int j = 0; j < W::kNJ; ++j)
+#pragma unroll
+                for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.0;
+
+        // Pipeline: kStages - 1 steps in flight ahead of the one being multiplied, one cp.async group per step and
+        // thread (empty ones too), so wait<kStages - 2> means "the oldest step not yet waited for has landed".
+        for (int p = 0; p < kStages - 1; ++p) {
+            if (p < nk) stage(p, p);
+            cute::cp_async_fence();
+        }
+        int read_buf = 0, write_buf = kStages - 1;
+        for (int kt = 0; kt < nk; ++kt) {
+            cute::cp_async_wait<kStages - 2>();
+            __syncthreads();  // step kt visible to all; the buffer step kt - 1 used is free again
+            if (kt + kStages - 1 < nk) stage(kt + kStages - 1, write_buf);
+            cute::cp_async_fence();
+            if (computes) {  // fragments of K block kb + 1 load while block kb multiplies
+                const T *sa = smem_a + read_buf * kStageA, *sb = smem_b + read_buf * kStageB;
+                typename W::Frag f[2];
+                W::load(f[0], sa, sb, warp, lane, 0);
+#pragma unroll
+                for (int kb = 0; kb < W::kKB; ++kb) {
+                    if (kb + 1 < W::kKB) W::load(f[(kb + 1) & 1], sa, sb, warp, lane, kb + 1);
+#pragma unroll
+                    for (int i = 0; i < W::kMI; ++i)
+#pragma unroll
+                        for (int j = 0; j < W::kNJ; ++j)
+                            dmma::dmma<Tile::kAtomK>(acc[i][j], f[kb & 1].a[i], f[kb & 1].b[j]);
+                }
+            }
+            read_buf = read_buf + 1 == kStages ? 0 : read_buf + 1;
+            write_buf = write_buf + 1 == kStages ? 0 : write_buf + 1;
+        }
+        cute::cp_async_wait<0>();
+
+        // Epilogue straight from registers. Atoms 2 p and 2 p + 1 hold columns 16 p + 4 t0 + {0, 1, 2, 3} of rows
+        // t1 (v = 0, 1) and t1 + 8 (v = 2, 3) as acc[2 p][v0], acc[2 p + 1][v0], acc[2 p][v0 + 1], acc[2 p + 1][v0 + 1].
+        if (computes) {
+#pragma unroll
+            for (int i = 0; i < W::kMI; ++i)
+#pragma unroll
+                for (int p = 0; p < W::kNJ / 2; ++p)
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        const long long gm = m0 + W::c_row(warp, lane, i, 2 * r);
+                        const long long gn = n0 + W::c_col(warp, lane, 2 * p, 0);
+                        const T v[4] = {alpha * acc[i][2 * p][2 * r], alpha * acc[i][2 * p + 1][2 * r],
+                                        alpha * acc[i][2 * p][2 * r + 1], alpha * acc[i][2 * p + 1][2 * r + 1]};
+                        if (gm >= M) continue;
+                        T *c = C + gm * ldc + gn;
+                        if (s.splits == 1 && vec_c && gn + 3 < N) {
+                            double2 *c2 = reinterpret_cast<double2 *>(c);
+                            double2 lo{v[0], v[1]}, hi{v[2], v[3]};
+                            if (beta != T(0)) {
+                                const double2 olo = c2[0], ohi = c2[1];
+                                lo.x += beta * olo.x, lo.y += beta * olo.y, hi.x += beta * ohi.x, hi.y += beta * ohi.y;
+                            }
+                            c2[0] = lo;
+                            c2[1] = hi;
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < 4; ++e)
+                                if (gn + e < N) {
+                                    if (s.splits > 1) atomicAdd(c + e, v[e]);
+                                    else c[e] = beta == T(0) ? v[e] : v[e] + beta * c[e];
+                                }
+                        }
+                    }
+        }
+        __syncthreads();  // the next tile (or the caller's next gemm) refills the shared buffers
+    }
+}
+
 // Tensor path (double, float): tiles through shared memory into cuBLASDx's block GEMM.
 template <typename T, typename Tile>
-__device__ void gemm_tensor(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
-                            const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,
-                            long long forced_splits = 0) {
+__device__ void gemm_tensor_cublasdx(long long M, long long N, long long K, T alpha, const T *A, long long lda,
+                                     bool transA, const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,
+                                     long long forced_splits) {
     using BLAS = BlockGemm<T, Tile>;
     constexpr int TM = Tile::kTileM, TN = Tile::kTileN, TK = Tile::kTileK, kStages = Tile::kStages;
     constexpr int kStageA = TM * TK, kStageB = TK * TN;
@@ -374,6 +593,17 @@ __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, cons
     }
 }
 
+// Tensor path: the tile policy picks the product (GemmTileDmma: direct DMMA; GemmTile: cuBLASDx).
+template <typename T, typename Tile>
+__device__ void gemm_tensor(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
+                            const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,
+                            long long forced_splits = 0) {
+    if constexpr (gemm_tile_is_dmma<Tile>::value)
+        gemm_tensor_dmma<T, Tile>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc, forced_splits);
+    else
+        gemm_tensor_cublasdx<T, Tile>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc, forced_splits);
+}
+
 #endif  // !CPUFREE_GEMM_PLAIN
 
 }  // namespace gemm_detail
@@ -382,7 +612,7 @@ template <typename T, typename Tile = typename GemmDefault<T>::type>
 __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
                      const T *B, long long ldb, bool transB, T beta, T *C, long long ldc) {
 #if !defined(CPUFREE_GEMM_PLAIN)
-    // A block smaller than the tile's thread count would leave parts of cuBLASDx's tile product undone:
+    // A block smaller than the tile's thread count would leave parts of the tile product undone:
     // such a launch takes the (slow, correct) plain path. The launcher avoids it with gemm_threads<T>().
     if constexpr (gemm_uses_library<T>::value) {
         if (blockDim.x >= Tile::kThreads)

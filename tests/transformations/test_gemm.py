@@ -1,6 +1,6 @@
 """Matrix products inside the persistent kernel: ``@`` on whole matrices becomes one ``cpufree::gemm`` call of all
-threads (cuBLASDx tiles, ``cpufree/gemm.cuh``); a batch sharing one matrix is one call; a batch of matrix pairs
-keeps DaCe's pure expansion."""
+threads (``cpufree/gemm.cuh``: DMMA tiles for FP64, cuBLASDx for FP32); a batch sharing one matrix is one call; a
+batch of matrix pairs keeps DaCe's pure expansion."""
 
 import re
 import subprocess

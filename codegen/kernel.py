@@ -78,6 +78,8 @@ class KernelSource:
     #: the program communicates: the SHMEM runtime (``cpufree/shmem.cuh``, host entry points) is in the code and
     #: the builder links the SHMEM library
     shmem: bool = False
+    #: the map extents whose divisions the prologue prepared (``cpufree::Divider``, ``loops.Dividers``), as stated
+    dividers: tuple = ()
 
 
 def _pad(lines: list[str], depth: int) -> list[str]:
@@ -290,6 +292,7 @@ def generate(
     args = ctx.args
     arg_names = {a.name for a in args}
     symbols = [f"    {symbol_ctype(sdfg, s)} {s} = 0;" for s in kernel_symbols(sdfg) if s not in arg_names]
+    symbols += ctx.dividers.declarations()
     # SHMEM calls are the only block and thread items
     communicates = any(
         i.executor in (ir.Executor.BLOCK, ir.Executor.BLOCKS, ir.Executor.THREAD, ir.Executor.EACH)
@@ -381,6 +384,7 @@ def generate(
         steps_apart=printer.steps_apart,
         kernel_ir=root,
         shmem=shmem,
+        dividers=ctx.dividers.extents,
     )
 
 

@@ -96,7 +96,7 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
         form = Form.GRID_SUMS
     elif not reducible:
         body = local + ScopeWriter(ctx, state, params).scope(entry)
-        code = grid_stride(params, ranges, body)
+        code = grid_stride(params, ranges, body, dividers=ctx.loop_dividers(state))
         work = _work(ctx, ranges)
         strategy = f"grid-stride loop, a thread per element of {dims(params)}"
         form = Form.ELEMENTS
@@ -175,6 +175,7 @@ def _row_forms(ctx, state, entry, local) -> list[RowForm]:
     """The ways a map without write conflicts runs within a row (for :mod:`rows`): lanes over its
     contiguous parameter, the others indexing the row; or lane 0 alone, all its parameters the row."""
     params, ranges = list(entry.map.params), list(entry.map.range)
+    dividers = ctx.loop_dividers(state)
 
     def body():
         return local + ScopeWriter(ctx, state, params).scope(entry)
@@ -185,7 +186,7 @@ def _row_forms(ctx, state, entry, local) -> list[RowForm]:
         lane = [ranges[params.index(contiguous)]]
 
         def lanes():
-            return extent_decls([contiguous], lane, "") + lane_loop([contiguous], lane, body())
+            return extent_decls([contiguous], lane, "") + lane_loop([contiguous], lane, body(), "", dividers)
 
         outer = [p for p in params if p != contiguous]
         forms.insert(0, RowForm(outer, [r for p, r in zip(params, ranges) if p != contiguous], lanes))
@@ -246,6 +247,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local,
     if not size:
         return None
     tile = int(size[0])
+    dividers = ctx.loop_dividers(state)
     params, ranges = list(entry.map.params), list(entry.map.range)
     rng = dict(zip(params, ranges))
     space = par if reducible else params
@@ -267,7 +269,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local,
         red_order = [p for p in red if p != contiguous] + [contiguous]
         red_ranges = [rng[p] for p in red_order]
         row_lines = extent_decls(red_order, red_ranges, "") + reduction_lanes(
-            red_order, red_ranges, prologue, body, epilogue
+            red_order, red_ranges, prologue, body, epilogue, "", dividers
         )
         extent = range_extents(subsets.Range([rng[contiguous]]))[0]
         rows = " * ".join(f"({e})" for e in range_extents(subsets.Range([rng[p] for p in par]))) if par else "1"
@@ -292,6 +294,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local,
             body,
             epilogue,
             passed,
+            dividers=dividers,
         )
         strategy = (
             f"{tile_txt}, a tile per output {dims(par)} ({layout(par)}), lanes over {dims(red_order)}, tile reduction"
@@ -303,7 +306,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local,
         sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, None, "__c < __cols", "__chunks > 1")
         body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
         code, want = tiled_columns(
-            par, [rng[p] for p in par], red, [rng[p] for p in red], prologue, body, epilogue, passed
+            par, [rng[p] for p in par], red, [rng[p] for p in red], prologue, body, epilogue, passed, "", dividers
         )
         strategy = (
             f"tiles of up to 128 threads (picked at run time), a lane per output {dims(par)}, {dims(red)} split into "
@@ -320,7 +323,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local,
         else:
             code_inner = local + ScopeWriter(ctx, state, params).scope(entry)
             what = ""
-        code, want = tiled_map(space, [rng[p] for p in space], contiguous, tile, code_inner, passed)
+        code, want = tiled_map(space, [rng[p] for p in space], contiguous, tile, code_inner, passed, "", dividers)
         outer = [p for p in space if p != contiguous]
         strategy = f"{tile_txt}, lanes over {contiguous} in tile-sized chunks, {layout(outer)}{what}"
         outer_work = _work(ctx, [rng[p] for p in outer[-MAX_FUSED:]])

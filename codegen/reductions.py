@@ -33,9 +33,10 @@ def register_reduction(ctx, state, entry, outputs, par, red, local, per_warp: bo
     (coalesced), combining with shuffles; otherwise a thread owns each output.
     """
     params, ranges = list(entry.map.params), list(entry.map.range)
+    dividers = ctx.loop_dividers(state)
     if not per_warp:
         inner = register_reduction_body(ctx, state, entry, outputs, par, red, local)
-        return grid_stride(par, [ranges[params.index(p)] for p in par], inner, spread=True)
+        return grid_stride(par, [ranges[params.index(p)] for p in par], inner, spread=True, dividers=dividers)
     sinks, load, combine = {}, [], []
     for e in outputs:
         var = ctx.fresh("acc")
@@ -50,8 +51,8 @@ def register_reduction(ctx, state, entry, outputs, par, red, local, per_warp: bo
     body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
     inner = extent_lines(red_ranges, "r") + ["bool __has = false;"] + load
     inner.append(f"for ({INDEX_T} __g = threadIdx.x % warpSize; __g < __nr; __g += warpSize) {{")
-    inner += indent(decode_params("__g", red, red_ranges, "r") + body + ["__has = true;"]) + ["}"] + combine
-    return grid_stride(par, [ranges[params.index(p)] for p in par], inner, per_warp=per_warp)
+    inner += indent(decode_params("__g", red, red_ranges, "r", dividers) + body + ["__has = true;"]) + ["}"] + combine
+    return grid_stride(par, [ranges[params.index(p)] for p in par], inner, per_warp=per_warp, dividers=dividers)
 
 
 def contiguous_in_reduced(ctx, state, entry, par, red) -> bool:
@@ -83,4 +84,4 @@ def grid_reduction(ctx, state, entry, outputs, local, owned=()) -> list[str]:
         decl.append(f"{ctype} {var}{{}};")
         flush.append(f"cpufree::warp_atomic_combine<{op}>(&{target}, {var}, __has);")
     body = local + ScopeWriter(ctx, state, list(owned), sinks).scope(entry) + ["__has = true;"]
-    return grid_stride(params, ranges, body, prologue=decl, epilogue=flush)
+    return grid_stride(params, ranges, body, prologue=decl, epilogue=flush, dividers=ctx.loop_dividers(state))

@@ -195,12 +195,13 @@ def scope_accesses(ctx: KernelContext, state: SDFGState, node) -> tuple[frozense
     return frozenset(reads & device), frozenset(writes & device)
 
 
-def _unflatten(tag: str, flat: str, sizes: list) -> list[str]:
+def _unflatten(tag: str, flat: str, sizes: list, dividers=None) -> list[str]:
     """C++ lines that decode element ``flat`` (row-major) of a box of ``sizes`` into digits ``__{tag}{k}``
-    (:func:`decode_flat`: 32-bit when the sizes are constants whose product fits in 31 bits)."""
+    (:func:`decode_flat`: 32-bit when the sizes are constants whose product fits in 31 bits; through the
+    kernel's prepared ``dividers`` where they hold a size)."""
     digits = [f"__{tag}{k}" for k in range(len(sizes))]
     ranges = [(0, size - 1, 1) for size in sizes]
-    return decode_flat(flat, f"__{tag}", digits, ranges, [f"({cexpr(size)})" for size in sizes])
+    return decode_flat(flat, f"__{tag}", digits, ranges, [f"({cexpr(size)})" for size in sizes], dividers)
 
 
 def _index(tag: str, sub: subsets.Subset) -> list:
@@ -219,7 +220,9 @@ def copy_body(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list
         same = len(src_sub) == len(dst_sub) and all(
             same_value(a, b) for a, b in zip(src_sub.size(), dst_sub.size())
         )  # one decode serves both ends
-        lines = _unflatten("s", flat, src_sub.size()) + ([] if same else _unflatten("d", flat, dst_sub.size()))
+        dividers = ctx.loop_dividers(state)
+        src_digits = _unflatten("s", flat, src_sub.size(), dividers)
+        lines = src_digits + ([] if same else _unflatten("d", flat, dst_sub.size(), dividers))
         src_expr = ctx.element(src, _index("s", src_sub))
         dst_expr = ctx.element(dst, _index("s" if same else "d", dst_sub))
     wcr = edge.data.wcr

@@ -44,10 +44,11 @@ def layout(outer: list[str]) -> str:
     return text + (f", sequential ({', '.join(seq)})" if seq else "")
 
 
-def tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | None = None) -> list[str]:
+def tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | None = None, dividers=None) -> list[str]:
     """Sequential loops over the outer dimensions beyond three, around the tile-stride loop that
     fuses the (up to three) innermost outer dimensions and, with ``chunks``, the tile-sized chunks of
-    the contiguous dimension (``__k{tag}``), so that few rows still spread over the whole grid."""
+    the contiguous dimension (``__k{tag}``), so that few rows still spread over the whole grid. ``dividers``: the
+    kernel's prepared divisors (``loops.Dividers``) for the decode of the fused dimensions."""
     seq, fused = split_outer(outer)
     seq_ranges = outer_ranges[: len(seq)]
     fused_ranges = outer_ranges[len(seq) :]
@@ -57,14 +58,14 @@ def tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | N
         f"for ({INDEX_T} __o{tag} = (long long)__block * __tile.meta_group_size() + __tile.meta_group_rank(); "
         f"__o{tag} < {count}; __o{tag} += __tiles{tag}) {{",
     ]
-    decode = []
+    decode, extents = [], [f"__x{tag}_{p}" for p in fused]
     if chunks:
         decode.append(f"const {INDEX_T} __k{tag} = __o{tag} % ({chunks});")
         if fused:
             decode.append(f"const {INDEX_T} __p{tag} = __o{tag} / ({chunks});")
-            decode += decode_flat(f"__p{tag}", f"__q{tag}", fused, fused_ranges, [f"__x{tag}_{p}" for p in fused])
+            decode += decode_flat(f"__p{tag}", f"__q{tag}", fused, fused_ranges, extents, dividers)
     elif fused:
-        decode = decode_flat(f"__o{tag}", f"__q{tag}", fused, fused_ranges, [f"__x{tag}_{p}" for p in fused])
+        decode = decode_flat(f"__o{tag}", f"__q{tag}", fused, fused_ranges, extents, dividers)
     loop += indent(decode + inner) + ["}"]
     return nested_loops(seq, seq_ranges, loop)
 
@@ -84,7 +85,7 @@ def with_tile(tile: int, want: str, body: list[str], passed: Pointers) -> list[s
 
 
 def tiled_map(
-    params, ranges, contiguous: str, tile: int, body: list[str], passed: Pointers, tag: str = ""
+    params, ranges, contiguous: str, tile: int, body: list[str], passed: Pointers, tag: str = "", dividers=None
 ) -> tuple[list[str], str]:
     """A map (or the parallel part of one) whose lanes cover ``contiguous`` in tile-sized chunks, its step
     taking the ``passed`` pointers; returns the code and the tile request."""
@@ -102,26 +103,37 @@ def tiled_map(
     want = f"cpufree::tile_for_map({ext})"
     chunks = f"({ext} + __tile.num_threads() - 1) / __tile.num_threads()"
     code = extent_decls(params, ranges, tag)
-    code += with_tile(tile, want, tile_stride(outer, outer_ranges, tag, lanes, chunks), passed)
+    code += with_tile(tile, want, tile_stride(outer, outer_ranges, tag, lanes, chunks, dividers), passed)
     return code, want
 
 
 def tiled_reduction(
-    par, par_ranges, red, red_ranges, contiguous: str, tile: int, prologue, body, epilogue, passed: Pointers, tag=""
+    par,
+    par_ranges,
+    red,
+    red_ranges,
+    contiguous: str,
+    tile: int,
+    prologue,
+    body,
+    epilogue,
+    passed: Pointers,
+    tag="",
+    dividers=None,
 ) -> tuple[list[str], str]:
     """A tile per output (``par``); its lanes stride over the reduced space (``red``, flattened, the
     last parameter fastest) and combine with a tile reduction. ``prologue``/``epilogue`` run per
     output, around the lane loop; the step takes the ``passed`` pointers."""
-    inner = reduction_lanes(red, red_ranges, prologue, body, epilogue, tag)
+    inner = reduction_lanes(red, red_ranges, prologue, body, epilogue, tag, dividers)
     rows = " * ".join(f"__x{tag}_{p}" for p in par) or "1"
     want = f"cpufree::tile_for_reduction(__x{tag}_{contiguous}, {rows})"
     code = extent_decls(list(par) + list(red), list(par_ranges) + list(red_ranges), tag)
-    code += with_tile(tile, want, tile_stride(list(par), list(par_ranges), tag, inner), passed)
+    code += with_tile(tile, want, tile_stride(list(par), list(par_ranges), tag, inner, None, dividers), passed)
     return code, want
 
 
 def tiled_columns(
-    par, par_ranges, red, red_ranges, prologue, body, epilogue, passed: Pointers, tag: str = ""
+    par, par_ranges, red, red_ranges, prologue, body, epilogue, passed: Pointers, tag: str = "", dividers=None
 ) -> tuple[list[str], str]:
     """A reduction whose outputs (``par``) run along the contiguous dimension, a column each (``A.T @ y``).
 
@@ -133,8 +145,8 @@ def tiled_columns(
     over every block."""
     cols = " * ".join(f"__x{tag}_{p}" for p in par) or "1"
     flat = " * ".join(f"__x{tag}_{p}" for p in red)
-    decode_par = decode_flat(f"__c{tag}", f"__q{tag}", par, par_ranges, [f"__x{tag}_{p}" for p in par])
-    decode_red = decode_flat(f"__l{tag}", f"__m{tag}", red, red_ranges, [f"__x{tag}_{p}" for p in red])
+    decode_par = decode_flat(f"__c{tag}", f"__q{tag}", par, par_ranges, [f"__x{tag}_{p}" for p in par], dividers)
+    decode_red = decode_flat(f"__l{tag}", f"__m{tag}", red, red_ranges, [f"__x{tag}_{p}" for p in red], dividers)
     step = [
         f"const {INDEX_T} __cols = {cols}, __rows = {flat};",
         f"const {INDEX_T} __lanes = __tile.num_threads(), __groups = (__cols + __lanes - 1) / __lanes;",
@@ -165,15 +177,16 @@ def tiled_columns(
     return code + with_tile(1024, want, step, passed), want
 
 
-def reduction_lanes(red, red_ranges, prologue, body, epilogue, tag: str = "") -> list[str]:
+def reduction_lanes(red, red_ranges, prologue, body, epilogue, tag: str = "", dividers=None) -> list[str]:
     """What one tile runs for one output: ``prologue``, its lanes over the reduced space, ``epilogue``."""
-    return list(prologue) + lane_loop(red, red_ranges, body, tag) + list(epilogue)
+    return list(prologue) + lane_loop(red, red_ranges, body, tag, dividers) + list(epilogue)
 
 
-def lane_loop(params, ranges, body, tag: str = "") -> list[str]:
+def lane_loop(params, ranges, body, tag: str = "", dividers=None) -> list[str]:
     """The lanes of a tile striding over ``params`` (flattened, the last parameter fastest; extents
-    ``__x{tag}_{p}``, see :func:`extent_decls`), each running ``body``."""
+    ``__x{tag}_{p}``, see :func:`extent_decls`), each running ``body``; ``dividers``: the kernel's prepared
+    divisors (``loops.Dividers``)."""
     flat = " * ".join(f"__x{tag}_{p}" for p in params)
     lines = [f"for ({INDEX_T} __l{tag} = __tile.thread_rank(); __l{tag} < {flat}; __l{tag} += __tile.num_threads()) {{"]
-    decode = decode_flat(f"__l{tag}", f"__m{tag}", params, ranges, [f"__x{tag}_{p}" for p in params])
+    decode = decode_flat(f"__l{tag}", f"__m{tag}", params, ranges, [f"__x{tag}_{p}" for p in params], dividers)
     return lines + indent(decode + body) + ["}"]

@@ -112,6 +112,76 @@ namespace cpufree {
 template <typename T> __host__ __device__ inline T min_(T a, T b) { return a < b ? a : b; }
 template <typename T> __host__ __device__ inline T max_(T a, T b) { return a > b ? a : b; }
 
+// Quotient and remainder of a non-negative index (Divider::divmod).
+struct DivMod {
+    long long quot, rem;
+};
+
+// Division of non-negative 64-bit indices by a divisor d >= 0 that is fixed for the whole kernel (a map's extent
+// made of kernel arguments), prepared once in the kernel's prologue. A division by a run-time value is a chain of
+// about 20 dependent instructions on NVIDIA GPUs (I2F, MUFU.RCP, F2I, IMADs); it stays on the critical path of
+// every grid-stride decode unless the compiler hoists it out of the time loop, which it stops doing once the
+// loop holds control flow that changes per step. An index below 2^32 is divided by a multiply-high with a
+// 32-bit magic number and a shift (Granlund and Montgomery, "Division by invariant integers using
+// multiplication", 1994): with s = ceil(log2 d) and m = floor(2^32 (2^s - d) / d) + 1, the quotient is
+// floor((mulhi(n, m) + n) / 2^s), exact for every n < 2^32 (tests/runtime/test_divider.py checks it). Larger
+// indices take the plain 64-bit division, out of line: a branch that every thread of a warp takes the same way
+// unless a map has more than 2^32 iterations. Only m is kept (one register from the prologue on); the divisor, a
+// kernel argument's expression, and the shift, two instructions from it, are given at each division. d <= 1 and
+// d >= 2^32 use m = 0 (quotient n with shift 0, or 0 with shift 32); d == 0 is never divided by (its map is
+// empty), and building it does not trap.
+struct Divider {
+    unsigned int m;
+
+    __host__ __device__ explicit Divider(long long d) : m(0) {
+        if (d > 1 && d < (1ll << 32)) {
+            // 2^s - d < 2^(s-1) <= 2^31: the shifted numerator fits in 64 bits; the quotient is below 2^32 - 1
+            const unsigned long long excess = (1ull << shift(d)) - (unsigned long long)d;
+            m = (unsigned int)((excess << 32) / (unsigned long long)d + 1);
+        }
+    }
+
+    // ceil(log2 d) for 1 <= d < 2^32, else 32
+    __host__ __device__ static unsigned int shift(long long d) {
+        if (((unsigned long long)d >> 32) != 0) return 32;
+        const unsigned int below = (unsigned int)d - 1;  // d == 0: all ones, shift 32
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+        return 32 - __clz(below);
+#else
+        unsigned int s = 0;
+        while (s < 32 && (below >> s) != 0) ++s;
+        return s;
+#endif
+    }
+
+    __host__ __device__ static unsigned int mulhi(unsigned int a, unsigned int b) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+        return __umulhi(a, b);
+#else
+        return (unsigned int)(((unsigned long long)a * b) >> 32);
+#endif
+    }
+
+    // n / d and n % d, for the d it was built with
+    __host__ __device__ DivMod divmod(long long n, long long d) const {
+        if (((unsigned long long)n >> 32) == 0) {
+            const unsigned int x = (unsigned int)n;
+            const unsigned int q = (unsigned int)(((unsigned long long)mulhi(x, m) + x) >> shift(d));
+            return {(long long)q, (long long)(x - q * (unsigned int)d)};  // d >= 2^32: q == 0
+        }
+        return wide(n, d);
+    }
+
+    // n >= 2^32: the plain 64-bit division, out of line: the time loop's code keeps no division chain, and the
+    // branch is taken by maps of over 2^32 iterations only
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    __noinline__
+#endif
+    __host__ __device__ static DivMod wide(long long n, long long d) {
+        return {n / d, n % d};
+    }
+};
+
 // Part `k` of the `parts` blocks of a lane ("blocks" items, codegen/dataflow.py), counted from the grid's end:
 // a grid-stride loop gives its remainder (one more iteration) to the first threads, so the blocks that put
 // data are the ones without it. -DCPUFREE_LANES_FROM_END=0 counts from the start.

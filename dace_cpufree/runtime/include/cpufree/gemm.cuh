@@ -220,6 +220,25 @@ __device__ inline void tile_coords(const Schedule &s, long long tile, long long 
     tn = in_band / rows;
 }
 
+// Work unit `w` of a schedule: its output tile's first row and column, and its range of TileK steps (the split of K
+// it takes): `count` steps from step `first`.
+struct WorkUnit {
+    long long m0, n0, first, count;
+};
+template <typename Tile>
+__device__ inline WorkUnit work_unit(const Schedule &s, long long w) {
+    long long tm, tn;
+    tile_coords(s, w / s.splits, tm, tn);
+    WorkUnit u;
+    u.m0 = tm * Tile::kTileM;
+    u.n0 = tn * Tile::kTileN;
+    u.first = (w % s.splits) * s.k_tiles_per_split;
+    long long end = u.first + s.k_tiles_per_split;
+    if (end > s.k_tiles) end = s.k_tiles;
+    u.count = end > u.first ? end - u.first : 0;
+    return u;
+}
+
 // The block's dynamic shared memory (the launcher sizes it from gemm_shared_bytes).
 __device__ inline unsigned char *dynamic_shared() {
     extern __shared__ __align__(16) unsigned char cpufree_dynamic_shared[];
@@ -408,15 +427,10 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, T alpha,
 
     const long long work = s.tiles * s.splits;
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {
-        long long tm, tn;
-        tile_coords(s, w / s.splits, tm, tn);
-        const long long split = w % s.splits;
-        const long long m0 = tm * TM, n0 = tn * TN;
-        const long long kt_begin = split * s.k_tiles_per_split;
-        long long kt_end = kt_begin + s.k_tiles_per_split;
-        if (kt_end > s.k_tiles) kt_end = s.k_tiles;
-        const int nk = kt_end > kt_begin ? int(kt_end - kt_begin) : 0;
-        const long long kfirst = kt_begin * TK;
+        const WorkUnit u = work_unit<Tile>(s, w);
+        const long long m0 = u.m0, n0 = u.n0;
+        const int nk = int(u.count);
+        const long long kfirst = u.first * TK;
         if constexpr (LeanA::fits()) if (vec_a) lean_a.start(A, lda, m0, kfirst, M, K);
         if constexpr (LeanB::fits()) if (vec_b) lean_b.start(B, ldb, kfirst, n0, K, N);
 
@@ -538,14 +552,8 @@ __device__ void gemm_tensor_cublasdx(long long M, long long N, long long K, T al
 
     const long long work = s.tiles * s.splits;
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {
-        long long tm, tn;
-        tile_coords(s, w / s.splits, tm, tn);
-        const long long split = w % s.splits;
-        const long long m0 = tm * TM, n0 = tn * TN;
-        const long long kt_begin = split * s.k_tiles_per_split;
-        long long kt_end = kt_begin + s.k_tiles_per_split;
-        if (kt_end > s.k_tiles) kt_end = s.k_tiles;
-        const long long nk = kt_end > kt_begin ? kt_end - kt_begin : 0;
+        const WorkUnit u = work_unit<Tile>(s, w);
+        const long long m0 = u.m0, n0 = u.n0, kt_begin = u.first, nk = u.count;
 
         auto stage = [&](long long step) {  // copy K step `step` of this range into its stage buffer
             const int buf = int(step % kStages);

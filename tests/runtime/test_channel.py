@@ -170,6 +170,37 @@ def test_timeout_then_a_correct_run():
     check_correct(run)
 
 
+def test_a_cancel_leaves_at_the_first_cancel_point_after_a_look(plain):
+    """Every thread reads a look's word at its first cancel point after the look's grid sync and stops there, and the
+    stop reports the syncs passed at that look: after a step's first grid sync the point is the grid sync before its
+    second map (an odd count), after its second the head of the time loop (an even count)."""
+    for delay in (0.1, 0.2, 0.3):
+        A, B = inputs()
+        timer = threading.Timer(delay, plain.cancel)
+        timer.start()
+        with pytest.raises(dace_cpufree.KernelCancelled) as err:
+            plain(A, B, 10**9)
+        timer.join()
+        assert err.value.syncs > 0
+        assert ("head of loop" in err.value.site) == (err.value.syncs % 2 == 0), (err.value.site, err.value.syncs)
+    check_correct(plain)
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse"])
+def test_every_thread_leaves_at_the_same_cancel_point(order):
+    """Under the race checker (several threads, one at a time) a thread that left at another cancel point than the
+    rest would leave them at a grid sync that never completes: reported, not a KernelCancelled."""
+    run = dace_cpufree.compile(jacobi_plain, backend="emulate", channel=True, race_check=order)
+    A, B = inputs(64)
+    timer = threading.Timer(0.3, run.cancel)
+    timer.start()
+    with pytest.raises(dace_cpufree.KernelCancelled) as err:
+        run(A, B, 10**9)
+    timer.join()
+    assert err.value.reason == "cancel()" and err.value.syncs > 0
+    check_correct(run)
+
+
 @pytest.mark.parametrize("how", ["raise_signal", "interrupt_main"])
 def test_ctrl_c_stops_the_kernel_then_a_correct_run(plain, how):
     send = (lambda: signal.raise_signal(signal.SIGINT)) if how == "raise_signal" else _thread.interrupt_main

@@ -42,10 +42,10 @@
 //
 // Cancel without deadlock: every thread must leave at the same point. At some grid syncs, about
 // CPUFREE_CHANNEL_POLL_NS apart ("looks", see publish), the leader (thread 0 of block 0) publishes its decision
-// in a device-global slot chosen by the look's parity; after the sync every thread reads that slot, so all threads
-// hold the same decision, and they act on it at the next cancel point (a loop head or the next grid sync). The
+// in a device-global slot chosen by the look's parity; after the sync every thread reads that slot at its next cancel
+// point (a loop head or the next grid sync), so all threads hold the same decision, and they act on it there. The
 // leader cannot overwrite a slot before every thread has read it: it writes slot (k & 1) again only at look k + 2,
-// after all threads passed the sync of look k + 1.
+// after all threads passed the sync of look k + 1 (and with it the cancel point before it).
 #pragma once
 
 #ifndef CPUFREE_CHANNEL_POLL_NS
@@ -82,6 +82,9 @@ struct DeviceState {
 #if defined(CPUFREE_CHANNEL_CALL_REQ)
     long long calls;           // leader only: host requests made (a running count over launches, like REQ)
 #endif
+    long long looked;          // leader only: when it last looked at the stop requests (ns; 0: not yet)
+    unsigned int apart;        // leader only: grid syncs between the last two looks
+    unsigned int syncs;        // leader only: grid syncs passed at the last look (what a stop reports)
 };
 
 #if defined(CPUFREE_CHANNEL_HANG_SITE)
@@ -145,56 +148,71 @@ __device__ inline unsigned long long add(unsigned long long *p, unsigned long lo
 #endif
 }
 
-// Kernel start, leader only: a new launch has not seen a failed callback yet (the host clears `cancel`).
-__device__ inline void start() { cpufree_channel_state.seen = 0; }
+// Kernel start, leader only: a new launch has not seen a failed callback yet (the host clears `cancel`), and the
+// first look is at the first grid sync.
+__device__ inline void start() {
+    DeviceState &s = cpufree_channel_state;
+    s.seen = 0;
+    s.looked = 0;
+    s.apart = 1;
+    s.syncs = 0;
+}
 
-// The leader's own state, in registers (declared by CPUFREE_CHANNEL_BEGIN): nothing on the way to a grid sync
-// waits for memory.
+// The progress of a loop, counted by the leader in registers (declared by CPUFREE_CHANNEL_BEGIN). The rest of the
+// leader's state lies in device memory (DeviceState): read at the looks only, in the same round trip as the stop
+// requests, it keeps registers free in every thread between looks.
 struct Leader {
-    int seen = 0;                // a stop was asked (sticky)
-    long long looked = 0;        // when the leader last looked at the stop requests (ns)
-    unsigned int apart = 1;      // grid syncs between the last two looks
     long long ticks = 0;         // iterations of the loop that reports progress
     long long total = -1;        // its iteration count (-1: no such loop running)
 };
 
-// The stop requests are looked at only at some grid syncs, "looks", about CPUFREE_CHANNEL_POLL_NS apart: at a look
-// the leader reads them (device memory: the host's, and a failed callback's) and publishes one word, its decision
-// and how many grid syncs the next look is away (from the time the last ones took; at most twice as many as before,
-// at most CPUFREE_CHANNEL_MAX_APART); after that sync every thread reads the word, so all hold the same decision and
-// count the same syncs to the next look. Between looks a grid sync costs nothing more than without the channel.
-// The word of look k lies in slot k % 2: it is written again two looks later, when every thread has read it.
+// The stop requests are looked at only at some grid syncs, "looks", about CPUFREE_CHANNEL_POLL_NS apart: before the
+// sync of a look the leader reads them (device memory: the host's, and a failed callback's) with its own state, in
+// one round trip, and publishes one word: 1 to stop, or 4 times the grid syncs to the next look (from the time the
+// last ones took; at most twice as many as before, at most CPUFREE_CHANNEL_MAX_APART) plus twice that look's slot.
+// After the sync every thread reads the word at its next cancel point, so all hold the same decision and count the
+// same syncs to the next look. The word of look k lies in slot k % 2: it is written again two looks later, when every
+// thread has read it. `left`: the word of the last look, counted down to this one (CPUFREE_CHANNEL_BEGIN).
 __device__ inline void progress(long long done, long long total);
 
-__device__ inline void publish(unsigned int look, Leader &l) {
-    const volatile DeviceState &s = cpufree_channel_state;
-    l.seen = l.seen || s.cancel != 0 || s.seen != 0;
+__device__ inline void publish(unsigned int left, Leader &l) {
+    DeviceState &s = cpufree_channel_state;
+    const long long looked = s.looked;  // all loads first: one round trip to memory
+    const unsigned int last = s.apart, syncs = s.syncs;
+    const volatile DeviceState &asked = s;
+    const bool stop = (asked.cancel | asked.seen) != 0;
     const long long t = now_ns();
     unsigned int apart = 1;
-    if (l.looked != 0 && t > l.looked) {
-        const long long per_sync = (t - l.looked) / (long long)l.apart;
+    if (looked != 0 && t > looked) {
+        const long long per_sync = (t - looked) / (long long)last;
         const long long want = per_sync > 0 ? CPUFREE_CHANNEL_POLL_NS / per_sync : CPUFREE_CHANNEL_MAX_APART;
-        const long long most = 2LL * l.apart < CPUFREE_CHANNEL_MAX_APART ? 2LL * l.apart : CPUFREE_CHANNEL_MAX_APART;
+        const long long most = 2LL * last < CPUFREE_CHANNEL_MAX_APART ? 2LL * last : CPUFREE_CHANNEL_MAX_APART;
         apart = (unsigned int)(want < 1 ? 1 : want > most ? most : want);
     }
-    l.looked = t;
-    l.apart = apart;
+    s.looked = t;
+    s.apart = apart;
+    s.syncs = syncs + last;  // this look's grid sync: `last` syncs after the one before
     if (l.total >= 0) progress(l.ticks > 0 ? l.ticks - 1 : 0, l.total);  // a loop's progress, shown at the looks
-    reinterpret_cast<volatile unsigned int *>(cpufree_channel_state.slot)[look & 1u] = (apart << 1) | (l.seen ? 1u : 0u);
+    const unsigned int slot = (left >> 1) & 1u;
+    reinterpret_cast<volatile unsigned int *>(s.slot)[slot] = stop ? 1u : apart << 2 | (slot ^ 1u) << 1;
 }
 
-// Every thread, after the grid sync of look `look`: the leader's word (decision in bit 0, syncs to the next look).
-__device__ inline unsigned int decision(unsigned int look) {
-    return reinterpret_cast<volatile unsigned int *>(cpufree_channel_state.slot)[look & 1u];
+// Every thread, at its first cancel point after the grid sync of a look: the leader's word.
+__device__ inline unsigned int decision(unsigned int left) {
+    return reinterpret_cast<volatile unsigned int *>(cpufree_channel_state.slot)[(left >> 1) & 1u];
 }
 
-// Every thread at a cancel point that decided to stop: the leader tells the host where.
+// Every thread at a cancel point that decided to stop: the leader tells the host where, and after how many grid
+// syncs.
 __device__ inline void stopped(long long tid, int site, unsigned int syncs) {
     if (tid != 0) return;
     volatile long long *w = cpufree_channel;
     w[CPUFREE_CHANNEL_SYNCS] = syncs;
     w[CPUFREE_CHANNEL_STOPPED] = site + 1;
     fence_system();
+}
+__device__ inline void stopped(long long tid, int site) {
+    if (tid == 0) stopped(tid, site, cpufree_channel_state.syncs);
 }
 
 // progress(done, total) from one thread; no fence: the host reads the latest values it sees, in any order.
@@ -601,45 +619,48 @@ inline unsigned long long dropped() {
 
 }  // namespace cpufree::channel
 
-// Cancel points, printed by the generator only when the channel is on. `__cpufree_stop` is the decision every
-// thread read after the last grid sync, so all threads leave at the same point.
-#define CPUFREE_CHANNEL_BEGIN()                                                                  \
-    int __cpufree_stop = 0;                  /* the decision acted on at cancel points */           \
-    unsigned int __cpufree_syncs = 0;        /* grid syncs passed */                                \
-    unsigned int __cpufree_look = 1;         /* the grid sync of the next look */                   \
-    unsigned int __cpufree_looks = 0;        /* looks made */                                       \
-    cpufree::channel::Leader __cpufree_leader;                                                      \
+// Cancel points, printed by the generator only when the channel is on. `__cpufree_left` is the word of the last look
+// (see publish), counted down by 4 after each grid sync: 4 times the grid syncs to the next look (it included) plus
+// twice its slot, or 1: stop. Below 4 the word of a look waits in its slot, and the next cancel point reads it; so
+// between looks a grid sync costs a subtraction after it and one compare before it, and the read after a look waits
+// for memory at that cancel point only.
+#define CPUFREE_CHANNEL_BEGIN()                                                                        \
+    unsigned int __cpufree_left = 4;  /* the first grid sync is a look, its word in slot 0 */           \
+    cpufree::channel::Leader __cpufree_leader;                                                          \
     if (__tid == 0) cpufree::channel::start();
-// After the grid sync of a look: every thread takes the leader's decision and the distance to the next look.
-#define CPUFREE_CHANNEL_TAKE_LOOK()                                                                 \
-    if (++__cpufree_syncs == __cpufree_look) {                                                      \
-        const unsigned int __cpufree_word = cpufree::channel::decision(__cpufree_looks++);          \
-        __cpufree_stop = (int)(__cpufree_word & 1u);                                                \
-        __cpufree_look += __cpufree_word >> 1;                                                      \
+// After a grid sync.
+#define CPUFREE_CHANNEL_TAKE_LOOK() __cpufree_left -= 4u;
+// At the first cancel point after the grid sync of a look: every thread reads the leader's word, and all stop here
+// if it says so.
+#define CPUFREE_CHANNEL_READ(site)                                   \
+    __cpufree_left = cpufree::channel::decision(__cpufree_left);     \
+    if (__cpufree_left == 1u) {                                      \
+        cpufree::channel::stopped(__tid, site);                      \
+        return;                                                      \
     }
-#define CPUFREE_CHANNEL_POINT(site)                                              \
-    if (__cpufree_stop) {                                                       \
-        cpufree::channel::stopped(__tid, site, __cpufree_syncs);                \
-        return;                                                                 \
+#define CPUFREE_CHANNEL_POINT(site) \
+    if (__cpufree_left < 4u) {      \
+        CPUFREE_CHANNEL_READ(site)  \
     }
-// Before the grid sync of a look: the leader publishes its decision.
-#define CPUFREE_CHANNEL_PUBLISH()                                 \
-    if (__tid == 0 && __cpufree_syncs + 1u == __cpufree_look) \
-        cpufree::channel::publish(__cpufree_looks, __cpufree_leader);
+// Before a grid sync: a cancel point, and before the sync of a look the leader publishes its word.
+#define CPUFREE_CHANNEL_CHECK(site)                                                                      \
+    if (__cpufree_left < 8u) {                                                                           \
+        if (__cpufree_left < 4u) {                                                                       \
+            CPUFREE_CHANNEL_READ(site)                                                                   \
+        }                                                                                                \
+        if (__tid == 0 && __cpufree_left < 8u) cpufree::channel::publish(__cpufree_left, __cpufree_leader); \
+    }
 #if defined(CPUFREE_CHANNEL_HANG_SITE)
 #define CPUFREE_CHANNEL_BEFORE_SYNC(site) \
-    CPUFREE_CHANNEL_POINT(site)           \
-    CPUFREE_CHANNEL_PUBLISH()             \
+    CPUFREE_CHANNEL_CHECK(site)           \
     __grid.where = site;
-#define CPUFREE_CHANNEL_AFTER_SYNC()                                                  \
-    CPUFREE_CHANNEL_TAKE_LOOK()                                                       \
-    if (cpufree::channel::hung()) {                                                   \
-        cpufree::channel::stopped(__tid, __grid.where, __cpufree_syncs);               \
-        return;                                                                       \
+#define CPUFREE_CHANNEL_AFTER_SYNC()                                       \
+    CPUFREE_CHANNEL_TAKE_LOOK()                                            \
+    if (cpufree::channel::hung()) {                                        \
+        cpufree::channel::stopped(__tid, __grid.where, __grid.passed);     \
+        return;                                                            \
     }
 #else
-#define CPUFREE_CHANNEL_BEFORE_SYNC(site) \
-    CPUFREE_CHANNEL_POINT(site)           \
-    CPUFREE_CHANNEL_PUBLISH()
+#define CPUFREE_CHANNEL_BEFORE_SYNC(site) CPUFREE_CHANNEL_CHECK(site)
 #define CPUFREE_CHANNEL_AFTER_SYNC() CPUFREE_CHANNEL_TAKE_LOOK()
 #endif

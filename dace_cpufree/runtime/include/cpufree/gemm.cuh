@@ -330,6 +330,19 @@ __device__ inline void scale_output(long long M, long long N, T beta, T *C, long
     }
 }
 
+// The schedule of a product, every thread of the grid: with split-K, C = beta * C first and a grid sync, so that every
+// K range only adds its part.
+template <typename Tile, typename T>
+__device__ inline Schedule start_schedule(long long M, long long N, long long K, T beta, T *C, long long ldc,
+                                          long long forced_splits) {
+    const Schedule s = make_schedule<Tile>(M, N, K, forced_splits);
+    if (s.splits > 1) {
+        scale_output(M, N, beta, C, ldc);
+        cooperative_groups::this_grid().sync();
+    }
+    return s;
+}
+
 // Staging of one untransposed operand tile (Rows x Cols, 16-byte copies) into shared memory by the first Threads
 // threads, from source pointers that advance along K. KAlongCols: K runs along the tile's columns (A: M x K) or rows
 // (B: K x N). Each thread copies kCopies chunks of one column chunk, kRowStep rows apart: their shared-memory offsets
@@ -407,11 +420,7 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, T alpha,
     constexpr typename W::LA layout_a{};
     constexpr typename W::LB layout_b{};
 
-    const Schedule s = make_schedule<Tile>(M, N, K, forced_splits);
-    if (s.splits > 1) {  // split-K: C = beta * C first, so every K range only adds its part
-        scale_output(M, N, beta, C, ldc);
-        cooperative_groups::this_grid().sync();
-    }
+    const Schedule s = start_schedule<Tile>(M, N, K, beta, C, ldc, forced_splits);
     const bool vec_a = !transA && vector_copies_ok(A, lda, K);
     const bool vec_b = !transB && vector_copies_ok(B, ldb, N);
     const bool vec_c = (reinterpret_cast<unsigned long long>(C) % 16 == 0) && ldc % 2 == 0;
@@ -540,11 +549,7 @@ __device__ void gemm_tensor_cublasdx(long long M, long long N, long long K, T al
     static_assert(cute::cosize(decltype(layout_a.layout){}) <= kStageA, "A layout exceeds its stage buffer");
     static_assert(cute::cosize(decltype(layout_b.layout){}) <= kStageB, "B layout exceeds its stage buffer");
 
-    const Schedule s = make_schedule<Tile>(M, N, K, forced_splits);
-    if (s.splits > 1) {  // split-K: C = beta * C first, so every K range only adds its part
-        scale_output(M, N, beta, C, ldc);
-        cooperative_groups::this_grid().sync();
-    }
+    const Schedule s = start_schedule<Tile>(M, N, K, beta, C, ldc, forced_splits);
 
     // Operand extents as staged: op(A) is M x K, op(B) is K x N.
     const bool vec_a = !transA && vector_copies_ok(A, lda, K);

@@ -22,14 +22,20 @@ from . import ir
 EVERY = ir.Executor.EVERY
 
 #: words of the channel's header, in order (see cpufree/channel.cuh for their meaning)
-HEADER_WORDS = ("DONE", "TOTAL", "STOPPED", "SYNCS", "TAIL", "DROPPED")
-HEADER = 8  # words before the ring (one spare)
+#: (in a program that communicates: PEER the number + 1 of the peer whose stop made this PE stop, LEFT set when a
+#: wait for a peer's signal was left because a PE stops: the kernel's results are not complete even if it ran on)
+HEADER_WORDS = ("DONE", "TOTAL", "STOPPED", "SYNCS", "TAIL", "DROPPED", "PEER", "LEFT")
+HEADER = 8  # words before the ring
 RECORD = 3  # words per notification record: seq, tag, value bits
 #: words of the host-call slot, after the ring (only with host callbacks); then the request's and the answer's
 #: flagged words (two per argument, two per result: ARG_WORDS, RESULT_WORDS) and the host's unpacked ARGS, RESULTS
 CALL_WORDS = ("REQ", "LATE", "HEAD", "ANSWER", "ID")
 #: words of the hang report, after the call slot (only with ``debug_waits``)
-HANG_WORDS = ("SITE", "BLOCK", "ARRIVED", "GRID", "MISSING", "MISSING_SITE", "MISSING_SYNCS", "SYNCS", "KIND")
+#: (PE, WAIT, EXPECTED, VALUE: a wait for a peer's signal that lasted too long, in a program that communicates)
+HANG_WORDS = (
+    "SITE", "BLOCK", "ARRIVED", "GRID", "MISSING", "MISSING_SITE", "MISSING_SYNCS", "SYNCS", "KIND",
+    "PE", "WAIT", "EXPECTED", "VALUE",
+)  # fmt: skip
 #: word kinds of a host call's arguments and results: float64 bits, int64, bool
 VALUE_KINDS = ("f", "i", "b")
 
@@ -94,6 +100,9 @@ class ChannelFacts:
     #: cancel point number of a grid sync -> the label of the step after it (its program line is in
     #: ``KernelSource.step_sources``)
     site_steps: dict = field(default_factory=dict)
+    #: in a program that communicates: each wait for a peer's signal by its number (what a hang report names), as
+    #: ``"flags[0] at file:line"``; numbers 0 and 1 are an Allreduce's and a PE barrier's waits
+    waits: dict = field(default_factory=dict)
 
     @property
     def ring_end(self) -> int:
@@ -179,6 +188,33 @@ def prelude(channel: ChannelFacts) -> str:
     if channel.debug_waits is not None:
         defines.append(f"#define CPUFREE_CHANNEL_HANG_TIMEOUT_NS {int(channel.debug_waits * 1e9)}LL")
     return "\n".join(defines) + "\n#include <cpufree/channel.cuh>\n\n"
+
+
+def shmem_define(channel: ChannelFacts | None, shmem: bool, direct_stores: bool) -> str:
+    """Printed before the SHMEM runtime's header in a program that communicates and has the channel: its waits for
+    peers' signals are left when a PE stops (``cpufree::shmem::wait_ge``); 2: the peers are told by direct stores,
+    1: by NVSHMEM's puts."""
+    if channel is None or not shmem:
+        return ""
+    return f"#define CPUFREE_CHANNEL_SHMEM {2 if direct_stores else 1}\n"
+
+
+def wait_fact(flag: str, source: str) -> dict:
+    """What the tasklet of a wait for a peer's signal carries for the channel (``cpufree_wait`` in its location):
+    its number (a CRC; 0 and 1 are an Allreduce's and a PE barrier's waits), the flag and the program line."""
+    where = source.rsplit("/", 1)[-1]  # the number does not depend on where the program's file lies
+    number = tag_number(f"{flag} {where}")
+    return {"id": number if number > 1 else number + 2, "flag": flag, "source": source}
+
+
+def program_waits(sdfg) -> dict:
+    """The waits for peers' signals of a program, by number: ``"flags[0] at file:line"``."""
+    waits = {0: "an Allreduce's wait for a peer's values", 1: "PE barrier's wait for the peers' arrivals"}
+    for node, _ in sdfg.all_nodes_recursive():
+        if isinstance(node, nodes.Tasklet) and (node.location or {}).get("cpufree_wait"):
+            fact = json.loads(node.location["cpufree_wait"])
+            waits[fact["id"]] = f"SignalWait on {fact['flag']}" + (f" at {fact['source']}" if fact["source"] else "")
+    return waits
 
 
 def grid_declaration(channel: ChannelFacts | None) -> str:

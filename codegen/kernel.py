@@ -321,8 +321,9 @@ def generate(
     environments = kernel_environments(sdfg)
     headers = [SHMEM_HEADER] if shmem else []
     headers += [h for env in environments for h in getattr(dace.library.get_environment(env), "kernel_headers", [])]
+    includes = chan.shmem_define(facts, shmem, direct_stores) + "".join(f"#include <{h}>\n" for h in headers)
     code = KERNEL_TEMPLATE.format(
-        includes="".join(f"#include <{h}>\n" for h in headers),
+        includes=includes,
         globals=scope_globals
         + "".join(d + "\n" for d in serial_globals)
         + (chan.prelude(facts) if facts is not None else "")

@@ -8,7 +8,7 @@ from pathlib import Path
 import dace
 
 from dace_cpufree.codegen import DIALECTS, KernelSource, generate
-from dace_cpufree.codegen.channel import ChannelSpec, program_calls, program_channel
+from dace_cpufree.codegen.channel import ChannelSpec, program_calls, program_channel, program_waits
 from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
 from dace_cpufree.frontend.callbacks import callables, host_callbacks
 from dace_cpufree.options import CompileOptions
@@ -16,7 +16,7 @@ from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
 from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
 from dace_cpufree.transformations.arg_reductions import split_arg_reductions
 from dace_cpufree.transformations.block_scopes import prepare_block_scopes
-from dace_cpufree.vocabulary import communicates, has_symmetric
+from dace_cpufree.vocabulary import collectives, communicates, has_symmetric
 
 
 def _to_sdfg(program_or_sdfg) -> dace.SDFG:
@@ -111,13 +111,14 @@ def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
     shmem = communicates(sdfg)
     spec = None
     if opts.wants_channel(calls):
-        if shmem:
+        stuck = collectives(sdfg) if shmem else []
+        if stuck:
             raise CpufreeError(
-                f"'{sdfg.name}' communicates (nvshmem), and the device <-> host channel (progress, cancel, notify) "
-                "is not built for such programs yet: a PE that stops on a cancel would leave its peers waiting. "
-                "Fix: compile without progress=/timeout=/channel=/debug_waits=, without dace_cpufree.progress/"
-                "notify calls and without print(...) or Python callbacks (for SignalWait hangs: "
-                "DACE_CPUFREE_WAIT_TIMEOUT_MS)."
+                f"'{sdfg.name}' communicates through {'; '.join(stuck)}, which every PE must enter, and the device "
+                "<-> host channel (progress, cancel, notify, callbacks, debug_waits) stops each PE at a point of its "
+                "own: a PE that stopped would leave its peers waiting there. Fix: use Allreduce(..., nonblocking=True) "
+                "with AllreduceWait, or shmem_transport='p2p' on one node (both wait in a way a PE can leave), or "
+                "compile without the channel."
             )
         spec = ChannelSpec(
             progress_loops=bool(opts.progress),
@@ -137,6 +138,7 @@ def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
     )
     if spec is not None:
         source.channel.tags = tags
+        source.channel.waits = program_waits(sdfg) if shmem else {}
     return source
 
 

@@ -90,6 +90,18 @@ def communicates(sdfg: dace.SDFG) -> bool:
     return any(is_symmetric(d) for d in sdfg.arrays.values()) or any(s in sdfg.free_symbols for s in PE_SYMBOLS)
 
 
+def collectives(sdfg: dace.SDFG) -> list[str]:
+    """The SHMEM collectives of a prepared SDFG that every PE must enter (tasklets marked ``cpufree_collective``:
+    what it is, with its program line where known)."""
+    return sorted(
+        {
+            node.location["cpufree_collective"]
+            for node, _ in sdfg.all_nodes_recursive()
+            if isinstance(node, nodes.Tasklet) and (node.location or {}).get("cpufree_collective")
+        }
+    )
+
+
 def contiguous_param(state: SDFGState, entry: nodes.MapEntry, candidates: list[str] | None = None) -> str | None:
     """The map parameter that indexes the contiguous (last) dimension of the containers the map
     accesses most often, among ``candidates`` (default: all parameters); ``None`` if none does."""

@@ -157,14 +157,12 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
         code, executor, remote = gather_code(node, state, api), "thread", ["_flags"] if "_flags" in outputs else []
     else:
         code, executor, remote = _library_call(node, state, sdfg, api), "block", []
-    return OrderedTasklet(
-        node.label,
-        inputs,
-        outputs,
-        code,
-        language=dace.Language.CPP,
-        location=location(executor, node.block, remote),
-    )
+    where = location(executor, node.block, remote)
+    if not node.gather:  # every PE must enter the library's collective: a PE that stopped would leave it waiting
+        info = node.debuginfo
+        line = f" at {info.filename}:{info.start_line}" if info is not None and info.start_line else ""
+        where["cpufree_collective"] = f"Allreduce (the SHMEM library's collective reduction){line}"
+    return OrderedTasklet(node.label, inputs, outputs, code, language=dace.Language.CPP, location=where)
 
 
 @library.expansion

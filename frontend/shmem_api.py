@@ -54,7 +54,16 @@ NVSHMEM_API = ShmemAPI(
     signal_set="NVSHMEM_SIGNAL_SET",
     cmp_ge="NVSHMEM_CMP_GE",
     quiet="nvshmem_quiet();",
-    barrier_all="nvshmem_barrier_all();",
+    # with the device <-> host channel a barrier a PE can leave (cpufree/channel.cuh): a stopped PE leaves none in it
+    barrier_all="\n".join(
+        [
+            "#if defined(CPUFREE_CHANNEL_SHMEM)",
+            "cpufree::channel::barrier_all();",
+            "#else",
+            "nvshmem_barrier_all();",
+            "#endif",
+        ]
+    ),
     iput="nvshmem_{t}_iput",
     wait="nvshmem_signal_wait_until({flag}, NVSHMEM_CMP_GE, {value});",
     type_names={
@@ -117,6 +126,8 @@ NVSHMEM_P2P_API = dataclasses.replace(
 )
 
 APIS = {"NVSHMEM": NVSHMEM_API, "NVSHMEM_P2P": NVSHMEM_P2P_API, "ROCSHMEM": ROCSHMEM_API}
+
+
 def implementation(backend: str, transport: str = "p2p") -> str:
     """The library-node implementation for ``backend`` and a decided ``transport`` (``CompileOptions.resolve``
     decides ``"auto"``).

@@ -7,32 +7,50 @@ passes give it a write edge to every region that those puts write (``_guard<k>``
 regions*): consumers of a received halo are then ordered after the wait by the kernel generator's usual
 read-after-write analysis, and nothing else needs to know about remote writes.
 
-Debugging hangs: built with ``-DCPUFREE_WAIT_TIMEOUT_NS=<ns>`` (``DACE_CPUFREE_WAIT_TIMEOUT_MS`` in the
-environment at build time), the wait polls instead, and after the timeout prints the PE, the flag
-(name, index and address), its value and the expected one, and traps.
+With the device <-> host channel (``CPUFREE_CHANNEL_SHMEM``, see ``cpufree/channel.cuh``) the wait polls and is
+left when this PE or a peer stops, and in debug mode (``debug_waits``) one that lasts too long is reported through
+the channel: the tasklet carries the wait's facts for that (``cpufree_wait``: number, flag, program line).
+
+Debugging hangs without the channel: built with ``-DCPUFREE_WAIT_TIMEOUT_NS=<ns>``
+(``DACE_CPUFREE_WAIT_TIMEOUT_MS`` in the environment at build time), the wait polls instead, and after the timeout
+prints the PE, the flag (name, index and address), its value and the expected one, and traps.
 """
 
 from __future__ import annotations
+
+import json
 
 import dace
 from dace import library
 from dace.properties import ListProperty, Property, SymbolicProperty
 from dace.sdfg import nodes
 from dace.transformation.transformation import ExpandTransformation
+from dace_cpufree.codegen.channel import wait_fact as channel_wait_fact
 
 from .environments import NVSHMEM, ROCSHMEM
 from .putmem import _check_prepared, _edge, expression_symbols, location, value_text
 from .shmem_api import NVSHMEM_API, NVSHMEM_P2P_API, ROCSHMEM_API, ShmemAPI
 
 
+def wait_fact(node, state) -> dict:
+    """The wait's facts for the channel's hang reports (:func:`dace_cpufree.codegen.channel.wait_fact`)."""
+    flag = _edge(state, node, "_flag", False).data
+    info = node.debuginfo
+    source = f"{info.filename}:{info.start_line}" if info is not None and info.filename and info.start_line else ""
+    return channel_wait_fact(f"{flag.data}[{flag.subset}]", source)
+
+
 def wait_code(node, state, api: ShmemAPI) -> str:
-    """The C++ body of the wait tasklet: the library's wait, or the polling debug wait."""
+    """The C++ body of the wait tasklet: the library's wait, the channel's wait that can be left, or the polling
+    debug wait."""
     flag = _edge(state, node, "_flag", False).data
     sig = f"(uint64_t)({value_text(node, 'signal', '_signal')})"
     wait = api.wait.format(flag="_flag", value=sig)
     return "\n".join(
         [
-            "#if defined(CPUFREE_WAIT_TIMEOUT_NS)",
+            "#if defined(CPUFREE_CHANNEL_SHMEM)",
+            f"cpufree::shmem::wait_ge(_flag, {sig}, {wait_fact(node, state)['id']}u);",
+            "#elif defined(CPUFREE_WAIT_TIMEOUT_NS)",
             f'cpufree::shmem::wait_or_trap(_flag, {sig}, "{flag.data}[{flag.subset}]", CPUFREE_WAIT_TIMEOUT_NS);',
             "#else",
             wait,
@@ -47,13 +65,9 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
     if "_signal" in node.in_connectors:
         inputs["_signal"] = sdfg.arrays[_edge(state, node, "_signal", False).data.data].dtype
     outputs = {c: dace.pointer(sdfg.arrays[_edge(state, node, c, True).data.data].dtype) for c in node.out_connectors}
+    where = {**location("each", node.block), "cpufree_wait": json.dumps(wait_fact(node, state))}
     return nodes.Tasklet(
-        node.label,
-        inputs,
-        outputs,
-        wait_code(node, state, api),
-        language=dace.Language.CPP,
-        location=location("each", node.block),
+        node.label, inputs, outputs, wait_code(node, state, api), language=dace.Language.CPP, location=where
     )
 
 

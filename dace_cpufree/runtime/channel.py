@@ -27,6 +27,7 @@ from dace_cpufree.errors import CpufreeError, HostCallbackError, KernelCancelled
 
 from .hang import hang_report
 from .host_calls import server
+from .nvshmem import is_shmem_library
 
 POLL_S = 0.02  # the poller's period: progress is redrawn and notifications delivered at most this late
 HANG_SHOW_S = 2.0  # debug waits: a hang report is printed on stderr if the kernel has not returned this long after
@@ -58,6 +59,8 @@ class ChannelHost:
                     "@dace.program itself (its closure holds them)."
                 )
             self.functions = [callbacks[c.name] for c in calls]
+        # A program that communicates has one channel per PE (each process polls its own); its bar is PE 0's.
+        self.pe = int(lib.cpufree_shmem_my_pe()) if is_shmem_library(lib) else 0
         pointer = lib.cpufree_channel_open()
         if not pointer:
             raise LaunchError(f"{program}: {lib.cpufree_error().decode()}")
@@ -117,7 +120,7 @@ class Call:
 
     def __init__(self, host: ChannelHost, progress_view, progress_callbacks, notify_callbacks, timeout, cancel):
         self.host = host
-        self.view = progress_view
+        self.view = progress_view if host.pe == 0 else None  # the other PEs' progress: their on_progress callbacks
         self.on_progress = list(progress_callbacks)
         self.on_notify = list(notify_callbacks)
         self.timeout = timeout
@@ -142,6 +145,8 @@ class Call:
         host.cancel(0)
         host.set("STOPPED", 0)
         host.set("SYNCS", 0)
+        host.set("PEER", 0)
+        host.set("LEFT", 0)
         self._dropped = host.word("DROPPED")
         facts = host.facts
         if facts.calls:  # every earlier request counts as answered (one the last launch gave up on, too)
@@ -188,12 +193,20 @@ class Call:
         if self.call_errors:
             raise self.call_errors[0] from self.call_errors[0].__cause__
         self._unanswered()
-        stopped = self.host.word("STOPPED")
-        if stopped:
-            site = self.host.facts.sites[stopped - 1]
-            syncs = self.host.word("SYNCS")
-            done, total = self.host.word("DONE"), self.host.word("TOTAL")
-            raise KernelCancelled(self.host.program, self.reason or "cancel", site, syncs, (done, total))
+        host = self.host
+        stopped = host.word("STOPPED")
+        # A program that communicates: a PE stops because a peer did (PEER), or left a wait for a peer's signal
+        # because a PE stops and ran on to its end without that data (LEFT): its results are not complete either.
+        if stopped or host.word("LEFT"):
+            peer = host.word("PEER")
+            reason = self.reason or (f"PE {peer - 1}, which stopped" if peer else "cancel")
+            site = (
+                host.facts.sites[stopped - 1]
+                if stopped
+                else "wait for a peer's signal, left because a PE stopped (the kernel then ran on to its end)"
+            )
+            progress = (host.word("DONE"), host.word("TOTAL"))
+            raise KernelCancelled(host.program, reason, site, host.word("SYNCS"), progress)
         if self.errors:
             raise self.errors[0]
 

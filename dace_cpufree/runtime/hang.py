@@ -12,6 +12,8 @@ def hang_report(host) -> KernelHang | None:
     facts = host.facts
     if facts.debug_waits is None or host.hang_word("SITE") == 0:
         return None
+    if host.hang_word("KIND") == 3:
+        return _wait_report(host)
     site = host.hang_word("SITE") - 1
     where = host.site_text(site)
     block, arrived, grid = host.hang_word("BLOCK"), host.hang_word("ARRIVED"), host.hang_word("GRID")
@@ -47,4 +49,27 @@ def hang_report(host) -> KernelHang | None:
         block,
         missing if missing >= 0 else None,
         None if missing_site <= 0 else facts.sites[missing_site - 1],
+    )
+
+
+def _wait_report(host) -> KernelHang:
+    """A wait for a peer's signal (SignalWait, an Allreduce's wait) that lasted past the timeout, in a program that
+    communicates: this PE and its peers stopped."""
+    facts = host.facts
+    wait = host.hang_word("WAIT")
+    what = facts.waits.get(wait, f"wait {wait}")
+    pe, block = host.hang_word("PE"), host.hang_word("BLOCK")
+    expected, value = host.hang_word("EXPECTED"), host.hang_word("VALUE")
+    source = what.rsplit(" at ", 1)[1] if " at " in what else ""
+    return KernelHang(
+        f"{host.program}: hang on PE {pe}: block {block} waited more than {facts.debug_waits:g} s in the {what} for "
+        f"the flag to reach {expected}; it holds {value}. This PE and its peers stopped instead of hanging. Fix: the "
+        "Putmem (or Allreduce) that signals this flag must target PE "
+        f"{pe} with a signal value of at least {expected} on the same step: check its target PE, its flag and its "
+        "signal, and that the PE that sends it does not skip that step (a branch on its position).",
+        what,
+        source,
+        block,
+        None,
+        None,
     )

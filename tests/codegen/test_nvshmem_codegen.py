@@ -183,8 +183,9 @@ def test_programs_without_communication_are_unchanged():
 
 def test_debug_wait_is_in_the_text_and_enabled_by_the_environment(monkeypatch):
     kernel = _kernel(sp.strided)
-    # text under test: the wait's debug form is compiled in or out by the macro the builder defines
-    assert '#if defined(CPUFREE_WAIT_TIMEOUT_NS)\ncpufree::shmem::wait_or_trap(_flag, (uint64_t)(t), "flags[1]"' in (
+    # text under test: the wait's debug form is compiled in or out by the macro the builder defines (after the
+    # channel's form, which a build with the channel selects)
+    assert '#elif defined(CPUFREE_WAIT_TIMEOUT_NS)\ncpufree::shmem::wait_or_trap(_flag, (uint64_t)(t), "flags[1]"' in (
         "\n".join(line.strip() for line in kernel.splitlines())
     )
     from dace_cpufree.runtime.shmem_build import shmem_flags

@@ -9,6 +9,8 @@
 //   SYNCS    grid syncs passed when it stopped
 //   TAIL     host -> device: notification records the host has consumed (a running count)
 //   DROPPED  notifications dropped because the ring was full (a running count)
+//   PEER     (programs that communicate) number + 1 of the peer whose stop made this PE stop
+//   LEFT     (programs that communicate) 1: a wait for a peer's signal was left because a PE stops
 //   ring     CPUFREE_CHANNEL_RING records of 3 words {seq, tag, value bits}; record k lies in slot k % RING and
 //            is complete once its seq word reads k + 1.
 // The kernel never waits for the host: progress is two volatile stores (at most every CPUFREE_CHANNEL_PROGRESS_NS
@@ -46,13 +48,26 @@
 // point (a loop head or the next grid sync), so all threads hold the same decision, and they act on it there. The
 // leader cannot overwrite a slot before every thread has read it: it writes slot (k & 1) again only at look k + 2,
 // after all threads passed the sync of look k + 1 (and with it the cancel point before it).
+//
+// Programs that communicate (CPUFREE_CHANNEL_SHMEM defined: 1 NVSHMEM's calls, 2 direct stores to the peers), one
+// channel per PE: every PE's host polls its own. A PE must not stop alone (its peers would wait for it forever), so
+// a PE whose leader decides at a look to stop for a reason of its own (its host's request, a failed callback) first
+// writes its number + 1 into every peer's symmetric word `cpufree_channel_peers` (tell_peers); a PE stops at its
+// next look when that word is set, and every wait for a peer's signal (cpufree::shmem::wait_ge) is left once a stop
+// is asked here or on a peer, so no PE waits for one that has stopped. Each PE stops at a cancel point of its own:
+// the arrays hold each PE's state reached. In debug mode a wait that lasts past the timeout reports the PE, the
+// wait (flag, program line), the value expected and the value seen, and stops this PE and its peers.
 #pragma once
 
 #ifndef CPUFREE_CHANNEL_POLL_NS
-#define CPUFREE_CHANNEL_POLL_NS 50000  // the stop requests are looked at about every 50 us, at a grid sync
+// The stop requests are looked at about every millisecond, at a grid sync. A look delays the grid by about two
+// memory round trips (the leader's loads before the sync, every thread's read of its word after it): every 50 us
+// that was 3-4 % of a 1.4 us grid sync; every 1 ms it is below 0.3 %, and a cancel still takes effect within
+// milliseconds.
+#define CPUFREE_CHANNEL_POLL_NS 1000000
 #endif
 #ifndef CPUFREE_CHANNEL_MAX_APART
-#define CPUFREE_CHANNEL_MAX_APART 256  // at most this many grid syncs between two looks
+#define CPUFREE_CHANNEL_MAX_APART 1024  // at most this many grid syncs between two looks
 #endif
 
 #include <cstddef>
@@ -85,6 +100,9 @@ struct DeviceState {
     long long looked;          // leader only: when it last looked at the stop requests (ns; 0: not yet)
     unsigned int apart;        // leader only: grid syncs between the last two looks
     unsigned int syncs;        // leader only: grid syncs passed at the last look (what a stop reports)
+#if defined(CPUFREE_CHANNEL_SHMEM)
+    unsigned long long barriers;  // leader only: PE barriers passed in this launch
+#endif
 };
 
 #if defined(CPUFREE_CHANNEL_HANG_SITE)
@@ -104,6 +122,10 @@ struct DebugBarrier {
 
 __device__ long long *cpufree_channel = nullptr;
 __device__ cpufree::channel::DeviceState cpufree_channel_state;
+#if defined(CPUFREE_CHANNEL_SHMEM)
+__device__ int *cpufree_channel_peers = nullptr;  // symmetric: number + 1 of a peer that stopped (0: none)
+__device__ unsigned long long *cpufree_channel_barrier = nullptr;  // symmetric: arrivals of peers at PE barriers
+#endif
 #if defined(CPUFREE_CHANNEL_HANG_SITE)
 __device__ cpufree::channel::DebugBarrier cpufree_debug_barrier;
 #endif
@@ -156,6 +178,9 @@ __device__ inline void start() {
     s.looked = 0;
     s.apart = 1;
     s.syncs = 0;
+#if defined(CPUFREE_CHANNEL_SHMEM)
+    s.barriers = 0;
+#endif
 }
 
 // The progress of a loop, counted by the leader in registers (declared by CPUFREE_CHANNEL_BEGIN). The rest of the
@@ -175,12 +200,41 @@ struct Leader {
 // thread has read it. `left`: the word of the last look, counted down to this one (CPUFREE_CHANNEL_BEGIN).
 __device__ inline void progress(long long done, long long total);
 
+#if defined(CPUFREE_CHANNEL_SHMEM)
+// This PE stops for a reason of its own: every peer's word gets its number + 1. Out of line: NVSHMEM's put is not
+// in the kernel's own code path.
+__device__ __noinline__ void tell_peers() {
+    const int me = nvshmem_my_pe(), npes = nvshmem_n_pes();
+    for (int p = 0; p < npes; ++p) {
+        if (p == me) continue;
+#if CPUFREE_CHANNEL_SHMEM == 2
+        int *there = static_cast<int *>(nvshmem_ptr(cpufree_channel_peers, p));
+        if (there != nullptr) *reinterpret_cast<volatile int *>(there) = me + 1;
+#else
+        nvshmem_int_p(cpufree_channel_peers, me + 1, p);
+#endif
+    }
+#if CPUFREE_CHANNEL_SHMEM == 2
+    __threadfence_system();
+#else
+    nvshmem_quiet();
+#endif
+}
+#endif
+
 __device__ inline void publish(unsigned int left, Leader &l) {
     DeviceState &s = cpufree_channel_state;
     const long long looked = s.looked;  // all loads first: one round trip to memory
     const unsigned int last = s.apart, syncs = s.syncs;
     const volatile DeviceState &asked = s;
-    const bool stop = (asked.cancel | asked.seen) != 0;
+    const bool own = (asked.cancel | asked.seen) != 0;
+#if defined(CPUFREE_CHANNEL_SHMEM)
+    const int peer = *reinterpret_cast<volatile int *>(cpufree_channel_peers);
+    if (own && peer == 0) tell_peers();  // before this PE stops: its peers stop too, and leave their waits for it
+    const bool stop = own || peer != 0;
+#else
+    const bool stop = own;
+#endif
     const long long t = now_ns();
     unsigned int apart = 1;
     if (looked != 0 && t > looked) {
@@ -208,6 +262,9 @@ __device__ inline void stopped(long long tid, int site, unsigned int syncs) {
     if (tid != 0) return;
     volatile long long *w = cpufree_channel;
     w[CPUFREE_CHANNEL_SYNCS] = syncs;
+#if defined(CPUFREE_CHANNEL_SHMEM)
+    w[CPUFREE_CHANNEL_PEER] = *reinterpret_cast<volatile int *>(cpufree_channel_peers);
+#endif
     w[CPUFREE_CHANNEL_STOPPED] = site + 1;
     fence_system();
 }
@@ -533,6 +590,66 @@ struct DebugGrid {
 
 #endif  // CPUFREE_CHANNEL_HANG_SITE
 
+#if defined(CPUFREE_CHANNEL_SHMEM)
+#if defined(CPUFREE_CHANNEL_HANG_SITE)
+// Debug waits: a wait for a peer's signal lasted past the timeout. The first waiter to give up reports it (kind 3:
+// this PE, its block, the wait's number, the value it waited for and the value it saw); this PE's blocks leave at
+// their next grid sync (the barrier has failed), its peers at their next look.
+__device__ __noinline__ void report_wait(uint64_t expected, uint64_t seen, unsigned int wait) {
+    if (atomicCAS(&cpufree_debug_barrier.failed, 0, 1) != 0) return;
+    volatile long long *w = cpufree_channel;
+    w[CPUFREE_CHANNEL_HANG_BLOCK] = blockIdx.x;
+    w[CPUFREE_CHANNEL_HANG_PE] = nvshmem_my_pe();
+    w[CPUFREE_CHANNEL_HANG_WAIT] = wait;
+    w[CPUFREE_CHANNEL_HANG_EXPECTED] = (long long)expected;
+    w[CPUFREE_CHANNEL_HANG_VALUE] = (long long)seen;
+    w[CPUFREE_CHANNEL_HANG_KIND] = 3;
+    fence_system();
+    w[CPUFREE_CHANNEL_HANG_SITE] = -1;  // not a grid sync
+    fence_system();
+    tell_peers();
+}
+#endif
+
+// Between two polls of a wait for a peer's signal (cpufree::shmem::wait_ge): true to leave the wait, because this
+// PE is asked to stop (it stops at its next look), a peer stopped, or in debug mode the wait lasted too long.
+__device__ inline bool leave_wait(uint64_t expected, uint64_t seen, unsigned int wait, unsigned long long since) {
+    const volatile DeviceState &s = cpufree_channel_state;
+    bool leave = (s.cancel | s.seen) != 0 || *reinterpret_cast<volatile int *>(cpufree_channel_peers) != 0;
+#if defined(CPUFREE_CHANNEL_HANG_SITE)
+    leave = leave || hung();
+    if (!leave && (unsigned long long)now_ns() - since > (unsigned long long)CPUFREE_CHANNEL_HANG_TIMEOUT_NS) {
+        report_wait(expected, seen, wait);
+        leave = true;
+    }
+#else
+    (void)expected, (void)seen, (void)wait, (void)since;
+#endif
+    // The data this wait guards has not arrived: even a kernel that runs on to its end has no complete result.
+    if (leave) reinterpret_cast<volatile long long *>(cpufree_channel)[CPUFREE_CHANNEL_LEFT] = 1;
+    return leave;
+}
+
+// A barrier over all PEs (the leader; the generator places grid syncs around it) that a PE can leave: this PE's
+// arrival is added to every peer's word, then it waits for all peers' arrivals with wait_ge, which is left when a PE
+// stops. nvshmem_barrier_all, which it replaces in programs built with the channel, cannot be left: a PE that
+// stopped before it would leave its peers there. Like it, it completes this PE's puts before its arrival.
+__device__ inline void barrier_all() {
+    const int me = nvshmem_my_pe(), npes = nvshmem_n_pes();
+    const unsigned long long round = ++cpufree_channel_state.barriers;
+#if CPUFREE_CHANNEL_SHMEM == 2
+    __threadfence_system();
+    for (int p = 0; p < npes; ++p)
+        if (p != me) atomicAdd_system(cpufree::shmem::p2p::peer(cpufree_channel_barrier, p), 1ull);
+#else
+    nvshmem_quiet();
+    for (int p = 0; p < npes; ++p)
+        if (p != me) nvshmemx_signal_op((uint64_t *)cpufree_channel_barrier, 1, NVSHMEM_SIGNAL_ADD, p);
+#endif
+    cpufree::shmem::wait_ge((uint64_t *)cpufree_channel_barrier, round * (unsigned long long)(npes - 1), 1u);
+}
+#endif  // CPUFREE_CHANNEL_SHMEM
+
 // ---- host side ----------------------------------------------------------------------------------------------
 #if !defined(CPUFREE_EMULATE)
 // The device and a stream that does not wait for the kernel: the host's stop request is copied into device memory
@@ -540,6 +657,9 @@ struct DebugGrid {
 struct CancelPath {
     int device = 0;
     cudaStream_t stream = nullptr;
+#if defined(CPUFREE_CHANNEL_SHMEM)
+    int *peers = nullptr;  // the symmetric word of cpufree_channel_peers
+#endif
 };
 static inline CancelPath &cancel_path() {
     static CancelPath path;
@@ -561,6 +681,11 @@ static inline int set_cancel(int value) {
     if (e == cudaSuccess)
         e = cudaMemcpyToSymbolAsync(cpufree_channel_state, &word, sizeof(word), offsetof(DeviceState, cancel),
                                     cudaMemcpyHostToDevice, path.stream);
+#if defined(CPUFREE_CHANNEL_SHMEM)
+    // Before a launch the peers' word is cleared too; the launcher's barrier over all PEs follows, so no peer
+    // can tell this PE to stop before it is cleared.
+    if (e == cudaSuccess && value == 0) e = cudaMemsetAsync(path.peers, 0, 2 * sizeof(long long), path.stream);
+#endif
     if (e == cudaSuccess) e = cudaStreamSynchronize(path.stream);
     return (int)e;
 #endif
@@ -586,6 +711,15 @@ inline void *host_alloc(size_t bytes, long long **device) {
     CancelPath &path = cancel_path();
     if (cudaGetDevice(&path.device) != cudaSuccess) return nullptr;
     if (cudaStreamCreateWithFlags(&path.stream, cudaStreamNonBlocking) != cudaSuccess) return nullptr;
+#if defined(CPUFREE_CHANNEL_SHMEM)
+    // Collective: every PE opens its channel when it loads the program, after NVSHMEM's initialisation.
+    // Two symmetric words: the peers' stop (int) and the arrivals at PE barriers.
+    path.peers = static_cast<int *>(nvshmem_malloc(2 * sizeof(long long)));
+    if (path.peers == nullptr || cudaMemset(path.peers, 0, 2 * sizeof(long long)) != cudaSuccess) return nullptr;
+    unsigned long long *arrivals = reinterpret_cast<unsigned long long *>(path.peers) + 1;
+    if (cudaMemcpyToSymbol(cpufree_channel_peers, &path.peers, sizeof(path.peers)) != cudaSuccess) return nullptr;
+    if (cudaMemcpyToSymbol(cpufree_channel_barrier, &arrivals, sizeof(arrivals)) != cudaSuccess) return nullptr;
+#endif
 #if defined(CPUFREE_CHANNEL_CALL_REQ)
     host_words_ref() = static_cast<long long *>(p);
 #endif

@@ -66,6 +66,29 @@ __device__ inline void wait_or_trap(uint64_t *flag, uint64_t expected, const cha
     __threadfence_system();  // acquire: data that arrived before the flag is visible after the wait
 }
 
+#if defined(CPUFREE_CHANNEL_SHMEM)
+}  // namespace shmem
+namespace channel {
+__device__ inline bool leave_wait(uint64_t expected, uint64_t seen, unsigned int wait, unsigned long long since);
+}  // namespace channel
+namespace shmem {
+
+// Every wait for a peer's signal in a program built with the device <-> host channel (cpufree/channel.cuh): one
+// thread polls the local flag until it is at least `value` (acquire: the data put before the signal is visible
+// after it), and leaves early when this PE or a peer is stopping (channel::leave_wait), so that no PE waits for a
+// peer that has stopped. `wait`: the wait's number in the channel's facts (ChannelFacts.waits; 0: an Allreduce).
+__device__ inline void wait_ge(uint64_t *flag, uint64_t value, unsigned int wait) {
+    uint64_t seen;
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");
+    if (seen >= value) return;
+    const unsigned long long since = now_ns();
+    do {
+        if (cpufree::channel::leave_wait(value, seen, wait, since)) return;
+        asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");
+    } while (seen < value);
+}
+#endif
+
 // A put shared by `n` blocks signals once, after every block's part has arrived: each block's thread 0
 // calls this after its own quiet; the last of the `n` gets true (and the counter wraps back to 0, ready
 // for the next round). The caller's quiet before the count is the release (its puts are complete), the
@@ -140,7 +163,13 @@ __device__ inline void gather_send(T *slots, uint64_t *flags, uint64_t round, in
 }
 __device__ inline void gather_receive(uint64_t *flags, uint64_t round, int me, int npes) {
     for (int p = 0; p < npes; ++p)
-        if (p != me) nvshmem_signal_wait_until(flags + (round & 1) * npes + p, NVSHMEM_CMP_GE, round);
+        if (p != me) {
+#if defined(CPUFREE_CHANNEL_SHMEM)
+            wait_ge(flags + (round & 1) * npes + p, round, 0u);
+#else
+            nvshmem_signal_wait_until(flags + (round & 1) * npes + p, NVSHMEM_CMP_GE, round);
+#endif
+        }
     nvshmem_quiet();  // this PE's puts of the round are complete: its slot may be rewritten two rounds on
 }
 #endif
@@ -188,10 +217,14 @@ __device__ inline unsigned int blocks_for(long long n, unsigned int parts, int p
 // signal is visible after the wait). Measured against relaxed polls and one fence.acq_rel after them: no
 // faster (4 H200s).
 __device__ inline void wait_until_ge(uint64_t *flag, uint64_t value) {
+#if defined(CPUFREE_CHANNEL_SHMEM)
+    cpufree::shmem::wait_ge(flag, value, 0u);
+#else
     uint64_t seen;
     do {
         asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");
     } while (seen < value);
+#endif
 }
 
 // A completion point: this thread's stores to peers, and those of its block before a __syncthreads(), are

@@ -21,6 +21,10 @@
 // 0.49-0.55x cuBLAS's FP64 speed on an H200, this product 0.60-0.73x. FP32 (GemmTile) stays on cuBLASDx's block
 // GEMM, on FFMA as cuBLAS does by default (no TF32).
 //
+// FP32 products with few output rows (M <= skinny::kMaxRows, B untransposed) take neither: B is streamed once in
+// 16-byte loads with all rows of C in registers (cpufree/gemm_skinny.cuh, gemm_skinny below), in the same launch
+// (block size, shared memory) as the tiles. The choice is made at run time, from M, the same for every thread.
+//
 // Other element types (integers), HIP, and builds with -DCPUFREE_GEMM_PLAIN (no MathDx headers at hand)
 // take a plain grid-stride loop nest with the same semantics.
 // CPUFREE_EMULATE (host C++): the same plain loops on the host, any arithmetic T.
@@ -38,6 +42,7 @@
 // -I <nvidia-mathdx wheel>/nvidia/mathdx/include -I <nvidia-mathdx wheel>/nvidia/mathdx/external/cutlass/include
 #include <cublasdx.hpp>
 #include "gemm_dmma.cuh"
+#include "gemm_skinny.cuh"
 #endif
 #endif
 
@@ -606,6 +611,111 @@ __device__ void gemm_tensor_cublasdx(long long M, long long N, long long K, T al
     }
 }
 
+// op(A)[i, k + u] of one iteration of skinny::lane_partial (R rows x kUnroll), read once per warp: lane l loads the
+// values q = l, l + 32, ... (q = i * kUnroll + u) and get() broadcasts value q from its lane. 32 lanes, as the tensor
+// paths' warps; every lane of the warp calls fetch and get together.
+template <typename T, int R>
+struct SmallOperandWarp {
+    static constexpr int kLanes = 32, kPer = R * skinny::kUnroll / kLanes;
+    static_assert(kPer * kLanes == R * skinny::kUnroll, "the warp's lanes split a loop iteration's values evenly");
+    const T *A;
+    long long a_row, a_col, m, k_end;  // as skinny::SmallOperand
+    int lane;
+    T vals[kPer];
+    __device__ void fetch(long long k) {
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            const int q = lane + kLanes * j, i = q / skinny::kUnroll, u = q % skinny::kUnroll;
+            vals[j] = i < m && k + u < k_end ? A[i * a_row + (k + u) * a_col] : T(0);
+        }
+    }
+    __device__ T get(int i, int u) const {
+        const int q = i * skinny::kUnroll + u;
+        return __shfl_sync(0xffffffffu, vals[q / kLanes], q % kLanes);
+    }
+};
+
+// Few output rows (M <= skinny::kMaxRows, B untransposed): B streamed once, all rows of C in registers
+// (cpufree/gemm_skinny.cuh). R: the rows each lane accumulates (M rounded up). The block's warps split a unit's K range
+// and warps 1.. hand their sums to warp 0 through the dynamic shared memory of the tile path (Tile's stages), as many
+// warps at a time as it holds; warp 0 writes the unit's columns (atomically when K is split over blocks).
+template <typename T, typename Tile, int R>
+__device__ void gemm_skinny(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
+                            const T *B, long long ldb, T beta, T *C, long long ldc) {
+    constexpr int V = skinny::vec<T>();
+    constexpr int lanes = SmallOperandWarp<T, R>::kLanes;
+    const int warps = int(blockDim.x) / lanes;
+    const int warp = int(threadIdx.x) / lanes, lane = int(threadIdx.x) % lanes;
+    const skinny::Plan p = skinny::plan(N, K, V, lanes, warps, gridDim.x);
+    if (p.splits > 1) {
+        scale_output(M, N, beta, C, ldc);
+        cooperative_groups::this_grid().sync();
+    }
+    const bool vec_b = reinterpret_cast<unsigned long long>(B) % 16 == 0 && ldb % V == 0;
+    const bool vec_c = reinterpret_cast<unsigned long long>(C) % 16 == 0 && ldc % V == 0;
+    T *const slots = reinterpret_cast<T *>(dynamic_shared());
+    const int slot = R * V * lanes;  // one warp's sums, element (i, v) of lane l at (i * V + v) * lanes + l
+    const int capacity = int(gemm_shared_bytes<T, Tile>() / (sizeof(T) * slot));
+    const long long work = p.strips * p.splits;
+    for (long long w = blockIdx.x; w < work; w += gridDim.x) {
+        const skinny::Unit u = skinny::unit(p, w, K);
+        const long long n = u.n0 + (long long)lane * V;
+        T acc[R][V];
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[i][v] = T(0);
+        if (warp < warps) {
+            SmallOperandWarp<T, R> a{A, transA ? 1 : lda, transA ? lda : 1, M, u.k1, lane};
+            skinny::lane_partial<T, R>(acc, a, B, ldb, N, n, vec_b, u.k0 + (long long)warp * skinny::kUnroll, u.k1,
+                                       (long long)warps * skinny::kUnroll);
+        }
+        for (int first = 1; first < warps; first += capacity) {
+            if (warp >= first && warp < first + capacity && warp < warps) {
+                T *mine = slots + (warp - first) * slot + lane;
+#pragma unroll
+                for (int i = 0; i < R; ++i)
+#pragma unroll
+                    for (int v = 0; v < V; ++v) mine[(i * V + v) * lanes] = acc[i][v];
+            }
+            __syncthreads();
+            if (warp == 0) {
+                const int count = warps - first < capacity ? warps - first : capacity;
+                for (int s = 0; s < count; ++s) {
+                    const T *theirs = slots + s * slot + lane;
+#pragma unroll
+                    for (int i = 0; i < R; ++i)
+#pragma unroll
+                        for (int v = 0; v < V; ++v) acc[i][v] += theirs[(i * V + v) * lanes];
+                }
+            }
+            __syncthreads();  // the slots are free again
+        }
+        if (warp != 0 || n >= N) continue;
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            if (i >= M) break;
+            T *c = C + i * ldc + n;
+            if (p.splits > 1) {
+#pragma unroll
+                for (int v = 0; v < V; ++v)
+                    if (n + v < N) atomicAdd(c + v, alpha * acc[i][v]);
+            } else {
+                skinny::store_row<T>(c, acc[i], N - n, vec_c, alpha, beta);
+            }
+        }
+    }
+}
+
+// Whether gemm_skinny takes a product: few rows, B untransposed, and one warp's sums fit the shared memory.
+template <typename T, typename Tile>
+__device__ inline bool skinny_applies(long long M, bool transB) {
+    return M <= skinny::kMaxRows && !transB &&
+           warpSize == SmallOperandWarp<T, skinny::kMaxRows>::kLanes &&
+           (unsigned long long)skinny::kMaxRows * skinny::vec<T>() * warpSize * sizeof(T) <=
+               gemm_shared_bytes<T, Tile>();
+}
+
 // Tensor path: the tile policy picks the product (GemmTileDmma: direct DMMA; GemmTile: cuBLASDx).
 template <typename T, typename Tile>
 __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
@@ -628,6 +738,20 @@ __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A,
     // A block smaller than the tile's thread count would leave parts of the tile product undone:
     // such a launch takes the (slow, correct) plain path. The launcher avoids it with gemm_threads<T>().
     if constexpr (gemm_uses_library<T>::value) {
+        // Few rows: FP32 only. In FP64 the streaming form reached 1.7-2.6 TB/s on B and 0.67-0.97x cuBLAS on four
+        // of five shapes (H100): the DMMA tiles keep those products.
+        if constexpr (sizeof(T) == 4) {
+            if (blockDim.x >= Tile::kThreads && gemm_detail::skinny_applies<T, Tile>(M, transB)) {
+                if (M <= 4)
+                    gemm_detail::gemm_skinny<T, Tile, 4>(M, N, K, alpha, A, lda, transA, B, ldb, beta, C, ldc);
+                else if (M <= 8)
+                    gemm_detail::gemm_skinny<T, Tile, 8>(M, N, K, alpha, A, lda, transA, B, ldb, beta, C, ldc);
+                else
+                    gemm_detail::gemm_skinny<T, Tile, skinny::kMaxRows>(M, N, K, alpha, A, lda, transA, B, ldb, beta,
+                                                                         C, ldc);
+                return;
+            }
+        }
         if (blockDim.x >= Tile::kThreads)
             gemm_detail::gemm_tensor<T, Tile>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
         else

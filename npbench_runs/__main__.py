@@ -66,7 +66,9 @@ def main(argv=None) -> int:
         "--jobs",
         type=int,
         default=None,
-        help="processes of the build phase (default min(16, cores)); 0 or 1: build inline while timing",
+        help="processes of the build phase (default min(16, cores)), which ends before the timing phase starts: "
+        "timed calls run one at a time with nothing else of the run beside them; 0 or 1: no build phase, each "
+        "framework is built in the timing worker before its runs",
     )
     r.add_argument(
         "--cache",

@@ -5,8 +5,10 @@ Three phases, NPBench's timing rules:
 1. **Build** (parallel, ``--jobs`` processes): every (kernel, framework) that compiles is built once,
    and NumPy's reference outputs of each (kernel, preset) are computed and saved (``np.savez``) in
    the cache. Builds persist on disk (see :mod:`npbench_runs.frameworks`), so this phase costs
-   nothing the second time.
-2. **Timing** (serial, one process per kernel unless ``--no-isolate``, see :mod:`npbench_runs.worker`):
+   nothing the second time. The phase ends (its processes exited) before timing starts: ``--jobs``
+   never runs anything beside a timed call.
+2. **Timing** (serial, one process per kernel unless ``--no-isolate``, see :mod:`npbench_runs.worker`;
+   one framework at a time, with nothing else of the run working meanwhile):
    each framework loads its build, uploads the inputs once, runs once on a fresh copy (outputs
    validated against the cached NumPy reference with the kernel's RTOL/ATOL, time kept as
    ``first_ms``), then up to ``--repeat`` timed runs, each on a fresh device-side copy of the inputs

@@ -7,14 +7,17 @@ that crashes or passes the per-framework timeout, so that a hang costs one frame
 
 Timing rules (NPBench's): the first run on a fresh copy of the inputs is validated against the
 cached NumPy reference and timed too; then up to ``repeat`` timed runs, each on a fresh copy (the
-copy not timed, the device synchronised before the clock starts and stops). With a time ``budget``
-(seconds per kernel and framework, counted from the first run) the repeats stop once the budget is
-spent; at least one timed run follows the first unless the first alone took the whole budget, in
-which case the first run's time is the result (``repeat`` 0 in the row).
+copy not timed, the device synchronised before the clock starts and stops, Python's garbage collector
+off inside the clock as in ``timeit``). Nothing else of the run works meanwhile: the build phase (and
+its ``--jobs`` processes) has ended before the first worker starts, and workers run one at a time.
+With a time ``budget`` (seconds per kernel and framework, counted from the first run) the repeats stop
+once the budget is spent; at least one timed run follows the first unless the first alone took the
+whole budget, in which case the first run's time is the result (``repeat`` 0 in the row).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import queue
@@ -64,13 +67,22 @@ def validate(module, args, ret, ref: dict, framework) -> tuple[bool, str]:
 
 
 def _timed_run(fn, fw, dev) -> tuple[float, object, dict]:
-    """One run on a fresh copy of the device inputs: (seconds, return value, arguments)."""
+    """One run on a fresh copy of the device inputs: (seconds, return value, arguments). Python's garbage
+    collector is off inside the clock, as in ``timeit`` (NPBench's timer): a collection of the framework's
+    objects (a loaded SDFG holds many) is no part of a call."""
     args = fw.copy(dev)
     fw.synchronize()
-    t0 = time.perf_counter()
-    ret = fn(**args)
-    fw.synchronize()
-    return time.perf_counter() - t0, ret, args
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        ret = fn(**args)
+        fw.synchronize()
+        seconds = time.perf_counter() - t0
+    finally:
+        if collecting:
+            gc.enable()
+    return seconds, ret, args
 
 
 def measure(fn, fw, dev, module, ref: dict, repeat: int, budget: float | None) -> dict:

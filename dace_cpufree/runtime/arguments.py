@@ -3,9 +3,13 @@ pointers of CuPy-like arrays, and what a call owns for an argument."""
 
 from __future__ import annotations
 
+import sys
+import warnings
 from dataclasses import dataclass
 
+import dace
 import numpy as np
+from dace import data as dt
 
 from dace_cpufree.errors import ArgumentError
 
@@ -18,6 +22,16 @@ class Bound:
     host: np.ndarray | None = None  # a NumPy array copied to the device and back
     device: int | None = None  # device buffer owned by this call
     back: tuple[int, int, int] | None = None  # (destination, symmetric buffer, bytes) copied back after the run
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """For one tuple of input array shapes: the launch values with the symbol arguments' filled in, each input
+    array's C-contiguous strides (in the order of ``Signature._arrays``), each returned array's slot, shape, dtype."""
+
+    call: tuple  # the launch values, the symbol arguments' filled in
+    strides: tuple
+    returns: tuple
 
 
 def device_pointer(value) -> int | None:
@@ -71,3 +85,294 @@ def array_value(program: str, arg, value, rank: int, declared: str, dtype) -> ob
             f"{program}: '{name}' is read-only, and the program writes it. Fix: pass a writable copy ({name}.copy())."
         )
     return value
+
+
+# ---- the program's parameters, read off the SDFG once -------------------------------------------------------
+
+#: Scalar types a call may pass by the common path; which of them a parameter takes follows :func:`scalar_value`.
+_SCALAR_TYPES = (bool, int, float, complex, np.bool_, np.float16, np.float32, np.float64, np.complex64, np.complex128)
+_SCALAR_TYPES += tuple(np.dtype(c).type for c in "bhilqBHILQ")
+_INT_RANGE = (-(1 << 63), 1 << 64)  # Python ints NumPy reads as a fixed-size integer (others: object arrays)
+_KEPT_SIZES = 256  # sets of shapes the common path keeps what it worked out for (then it starts afresh)
+
+
+def _scalar_types(arg) -> dict:
+    """The types of :data:`_SCALAR_TYPES` that :func:`scalar_value` accepts for the scalar parameter ``arg``, each
+    with how the common path passes it: ``np.generic`` (its ``item()``, as :func:`scalar_value` does), ``int``
+    (as it is, once within the integers NumPy reads as fixed-size ones) or ``True`` (as it is: a built-in scalar,
+    or a NumPy one that is a built-in float or complex too, such as ``np.float64``)."""
+    dtype = np.dtype(arg.desc.dtype.as_numpy_dtype())
+    takes = "iub" if dtype.kind in "iub" else "iubf" + ("c" if dtype.kind == "c" else "")
+    passes = {
+        t: int if t is int else True if issubclass(t, (float, complex)) or t is bool else np.generic
+        for t in _SCALAR_TYPES
+    }
+    return {t: how for t, how in passes.items() if np.dtype(t).kind in takes}
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def _cupy_pointer(value) -> int:
+    return value.data.ptr  # what CuPy's __cuda_array_interface__ reports, without building that dict
+
+
+def _host_pointer(value) -> int:
+    return value.ctypes.data
+
+
+class Signature:
+    """A program's parameters as its launch takes them, read off the SDFG once (DaCe's property access and sympy
+    are slow per call).
+
+    :meth:`quick` binds a call whose arguments are all of the common kind (every parameter named, or every one
+    given in order; arrays of the program's rank, dtype and C-contiguous strides, on the device for a GPU backend
+    or NumPy arrays for the host emulation; scalars of a built-in or NumPy scalar type) with plain comparisons and
+    what it worked out for the same sizes before: each new set of sizes is checked once (``check_sizes``). Any
+    other call returns ``None`` from :meth:`quick` and takes the general path (:meth:`bind_names`,
+    :meth:`check_values`, :meth:`infer_symbols`), which accepts more and words every refusal.
+
+    :param device: arrays live on the device (not the host emulation).
+    :param quick: whether :meth:`quick` applies at all (not for symmetric arrays, which are copied per call).
+    """
+
+    def __init__(self, sdfg, host_args: list, device: bool, quick: bool, check_sizes=None):
+        self.program = sdfg.name
+        self.names = list(sdfg.arg_names)
+        self.symbol_names = set(map(str, sdfg.symbols))
+        self.host_args = host_args
+        self.kinds = {a.name: a for a in host_args}
+        self.declared_shapes = {n: d.shape for n, d in sdfg.arrays.items() if isinstance(d, dt.Array)}
+        # which symbol each array dimension carries (None: not one)
+        self.dims = {
+            name: [str(d) if dace.symbolic.issymbolic(d) and str(d) in self.symbol_names else None for d in shape]
+            for name, shape in self.declared_shapes.items()
+        }
+        arrays = [a for a in host_args if a.kind == "array"]
+        scalars = [a for a in host_args if a.kind == "scalar"]
+        self.dtypes = {a.name: np.dtype(a.desc.dtype.as_numpy_dtype()) for a in arrays}
+        self.facts = {  # per array: its declared type (for errors) and rank
+            a.name: (f"{a.desc.dtype.to_string()}{list(a.desc.shape)}", len(self.dims.get(a.name, ()))) for a in arrays
+        }
+        self.returns = [
+            (n, np.dtype(d.dtype.as_numpy_dtype()))
+            for n, d in sdfg.arrays.items()
+            if n.startswith("__return") and not d.transient
+        ]
+        self._shapes = {}  # symbol values -> {container: shape}
+        self._last_key, self._last_shapes = None, None
+        self.device = device
+        # the common path's facts
+        self._name_set = frozenset(self.names)
+        returned = {n for n, _ in self.returns}
+        slots = {a.name: i for i, a in enumerate(host_args)}
+        inputs = [a for a in arrays if a.name not in returned]
+        # not where a parameter is a size symbol (its value is given, not read off the shapes) or an array the launch
+        # does not take (the general path still reads sizes off it)
+        given = [n for n in self.names if n in self.symbol_names or (n in self.declared_shapes and n not in self.kinds)]
+        self._quick = quick and not given and all(a.name in self._name_set for a in inputs + scalars)
+        self._arrays = [(a.name, self.dtypes[a.name]) for a in inputs]
+        self._array_slots = [slots[a.name] for a in inputs]
+        self._written = [i for i, a in enumerate(inputs) if a.written]
+        self._scalars = [(slots[a.name], a.name, _scalar_types(self.kinds[a.name])) for a in scalars]
+        self._sizes = {}  # the input arrays' shapes -> what the common path needs for them (see _for_sizes)
+        self._pointers = {}  # array type -> how its pointer is read (None: not by the common path)
+        self._check_sizes = check_sizes
+        self._symbol_args = [a.name for a in host_args if a.kind == "symbol"]
+        # the symbols that the declared shapes of the input and returned arrays need, and the symbol arguments
+        shaped = [a.name for a in inputs] + [n for n, _ in self.returns]
+        dims = [d for n in shaped for d in self.declared_shapes[n] if dace.symbolic.issymbolic(d)]
+        self._needed = {str(s) for d in dims for s in d.free_symbols} | set(self._symbol_args)
+
+    # ---- the common path --------------------------------------------------------------------------------------
+
+    def _pointer(self, kind: type):
+        """How the common path reads the pointer of an array of type ``kind``; ``None``: it does not take it."""
+        if kind is np.ndarray:
+            return None if self.device else _host_pointer
+        cupy = sys.modules.get("cupy")
+        if self.device and cupy is not None and kind is cupy.ndarray:
+            return _cupy_pointer
+        return None
+
+    def quick(self, args: tuple, kwargs: dict):
+        """``(launch values in the launcher's order, arrays returned)`` of a call of the common kind (see the class),
+        else ``None``. Raises only what checking a new set of sizes raises (``check_sizes``)."""
+        if not self._quick:
+            return None
+        if kwargs:
+            if args or kwargs.keys() != self._name_set:
+                return None
+            values = kwargs
+        elif len(args) == len(self.names):
+            values = dict(zip(self.names, args))
+        else:
+            return None
+        pointers, arrays, reads, shapes = self._pointers, [], [], []
+        for name, dtype in self._arrays:
+            value = values[name]
+            kind = type(value)
+            read = pointers.get(kind, pointers)
+            if read is pointers:
+                read = pointers[kind] = self._pointer(kind)
+            if read is None or value.dtype != dtype:
+                return None
+            arrays.append(value)
+            reads.append(read)
+            shapes.append(value.shape)
+        sizes = self._sizes.get(tuple(shapes))
+        if sizes is None:
+            sizes = self._for_sizes(tuple(shapes))
+            if sizes is None:
+                return None
+        call = list(sizes.call)
+        for slot, value, read, strides in zip(self._array_slots, arrays, reads, sizes.strides):
+            if value.strides != strides:
+                return None
+            call[slot] = read(value)
+        for i in self._written:
+            if type(arrays[i]) is np.ndarray and not arrays[i].flags.writeable:
+                return None
+        for slot, name, takes in self._scalars:
+            value = values[name]
+            item = takes.get(type(value))
+            if item is None or (item is int and not _INT_RANGE[0] <= value < _INT_RANGE[1]):
+                return None
+            call[slot] = value.item() if item is np.generic else value
+        returned = []
+        if sizes.returns:
+            if self.device and not arrays:
+                return None  # no device array to place the returned ones beside
+            new, read = (sys.modules["cupy"].empty, _cupy_pointer) if self.device else (np.empty, _host_pointer)
+            for slot, shape, dtype in sizes.returns:
+                returned.append(new(shape, dtype=dtype))
+                call[slot] = read(returned[-1])
+        return call, returned
+
+    def _for_sizes(self, shapes: tuple):
+        """What the common path needs for the input arrays' ``shapes`` (kept): the launch values that follow from
+        them, each array's C-contiguous strides, each returned array's slot, shape and dtype; ``None`` where the
+        shapes do not fit the program (the general path says why). New sizes are checked by ``check_sizes``."""
+        symbols = {}
+        for (name, _), shape in zip(self._arrays, shapes):
+            dims = self.dims[name]
+            if len(shape) != len(dims):
+                return None
+            for sym, size in zip(dims, shape):
+                if sym is not None:
+                    symbols.setdefault(sym, int(size))
+        if not self._needed <= symbols.keys():
+            return None
+        if any(self.shape(name, symbols) != shape for (name, _), shape in zip(self._arrays, shapes)):
+            return None
+        if self._check_sizes is not None:
+            self._check_sizes(symbols)
+        call = [symbols.get(a.name) if a.kind == "symbol" else None for a in self.host_args]
+        slots = {a.name: i for i, a in enumerate(self.host_args)}
+        sizes = _Sizes(
+            call=tuple(call),
+            strides=tuple(_c_strides(shape, dtype.itemsize) for shape, (_, dtype) in zip(shapes, self._arrays)),
+            returns=tuple((slots[n], self.shape(n, symbols), dtype) for n, dtype in self.returns),
+        )
+        if len(self._sizes) >= _KEPT_SIZES:
+            self._sizes.clear()
+        self._sizes[shapes] = sizes
+        return sizes
+
+    # ---- the general path -------------------------------------------------------------------------------------
+
+    def bind_names(self, args: tuple, kwargs: dict) -> dict:
+        """The call's values by parameter (and size symbol) name; an :class:`ArgumentError` for a missing, doubled or
+        unknown one. An integer keyword that is neither (NPBench passes every size of a benchmark) is ignored with a
+        warning, as upstream DaCe ignores it."""
+        names = self.names
+        if len(args) > len(names):
+            raise ArgumentError(f"{self.program} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}.")
+        values = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key in values:
+                raise ArgumentError(f"{self.program}: argument '{key}' given twice.")
+            if key not in names and key not in self.symbol_names and is_integer(value):
+                warnings.warn(
+                    f"{self.program}: keyword '{key}' is neither a parameter nor a size symbol of the program; "
+                    "ignored.",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+                continue
+            if key not in names and key not in self.symbol_names:
+                raise ArgumentError(
+                    f"{self.program}: unknown keyword argument '{key}'. Fix: use the program's parameters "
+                    f"({', '.join(names)}) or its size symbols ({', '.join(sorted(self.symbol_names)) or 'none'})."
+                )
+            values[key] = value
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise ArgumentError(f"{self.program}: missing argument(s) {', '.join(missing)}.")
+        return values
+
+    def check_values(self, values: dict) -> dict:
+        """Arrays and scalars as the kernel takes them (:func:`array_value`, :func:`scalar_value`), or an
+        :class:`ArgumentError` naming the parameter, what it expects and the fix."""
+        for name, value in values.items():
+            arg = self.kinds.get(name)
+            if arg is None or arg.kind == "symbol":
+                continue
+            if arg.kind == "array":
+                declared, rank = self.facts[name]
+                values[name] = array_value(self.program, arg, value, rank, declared, self.dtypes[name])
+            else:
+                values[name] = scalar_value(self.program, arg, value)
+        return values
+
+    def infer_symbols(self, values: dict, fixed: dict | None = None) -> dict:
+        """The size symbols: given as keywords, ``fixed`` (the PE's), else read off the arrays' shapes."""
+        symbols = {k: v for k, v in values.items() if k in self.symbol_names}
+        symbols.update(fixed or {})
+        for name, value in values.items():
+            plan = self.dims.get(name)  # the symbol each dimension carries (None: not one)
+            if plan is not None and hasattr(value, "shape"):
+                if len(value.shape) != len(plan):
+                    raise ArgumentError(
+                        f"{self.program}: '{name}' has {len(value.shape)} dimensions, the program expects "
+                        f"{len(plan)} (shape {self.declared_shapes[name]})."
+                    )
+                for sym, size in zip(plan, value.shape):
+                    if sym is not None:
+                        symbols.setdefault(sym, int(size))
+        missing = [n for n in self._symbol_args if n not in symbols]
+        if missing:
+            raise ArgumentError(f"{self.program}: cannot infer symbol(s) {', '.join(missing)}; pass them as keywords.")
+        return symbols
+
+    def shape(self, name: str, symbols: dict) -> tuple[int, ...]:
+        """The shape the program declares for ``name`` at these sizes (sympy evaluation, kept per sizes)."""
+        if symbols == self._last_key:
+            shapes = self._last_shapes
+        else:
+            shapes = self._shapes.setdefault(tuple(sorted(symbols.items())), {})
+            self._last_key, self._last_shapes = dict(symbols), shapes
+        if name not in shapes:
+            shapes[name] = tuple(int(dace.symbolic.evaluate(s, symbols)) for s in self.declared_shapes[name])
+        return shapes[name]
+
+    def new_returns(self, values: dict, symbols: dict) -> list[str]:
+        """Allocates the returned arrays into ``values`` (CuPy arrays when an argument is on the device) and returns
+        their names."""
+        if not self.returns:
+            return []
+        like_gpu = any(device_pointer(v) is not None for v in values.values())
+        for name, dtype in self.returns:
+            shape = self.shape(name, symbols)
+            if like_gpu:
+                import cupy
+
+                values[name] = cupy.empty(shape, dtype=dtype)
+            else:
+                values[name] = np.empty(shape, dtype=dtype)
+        return [name for name, _ in self.returns]

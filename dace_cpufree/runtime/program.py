@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import warnings
 from pathlib import Path
 
 import dace
 import numpy as np
-from dace import data as dt
 
 from dace_cpufree.errors import ArgumentError, CpufreeError, LaunchError, RaceError
 from dace_cpufree.options import RACE_ORDERS
 from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL, is_symmetric
 
-from .arguments import Bound, array_value, device_pointer, is_integer, scalar_value
+from .arguments import Bound, Signature, device_pointer
 from .channel import Call, ChannelHost, require_channel
 from .nvshmem import attach_session, is_shmem_library
 from .progress import ProgressView
@@ -60,29 +58,6 @@ class PersistentProgram:
         self._lib.cpufree_memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         self._host_args = [a for a in source.args if a.kind != "workspace"]
         self._lib.cpufree_run.argtypes = [self._ctype(a) for a in self._host_args]
-        self._shapes = {}  # symbol values -> {container: shape}, sympy evaluation is slow
-        # per call, only plain lookups: which symbol each array dimension carries, read off once
-        self._symbol_names = set(map(str, sdfg.symbols))
-        self._dims = {
-            name: [str(d) if dace.symbolic.issymbolic(d) and str(d) in self._symbol_names else None for d in desc.shape]
-            for name, desc in sdfg.arrays.items()
-            if isinstance(desc, dt.Array)
-        }
-        # per argument and per return, read off the SDFG once: DaCe's property access is slow per call
-        self._dtypes = {a.name: np.dtype(a.desc.dtype.as_numpy_dtype()) for a in self._host_args if a.kind == "array"}
-        self._symmetric = {a.name for a in self._host_args if a.kind == "array" and is_symmetric(a.desc)}
-        self._arg_kinds = {a.name: a for a in self._host_args}
-        self._arg_facts = {  # per array: its declared type (for errors) and rank
-            a.name: (f"{a.desc.dtype.to_string()}{list(a.desc.shape)}", len(self._dims.get(a.name, ())))
-            for a in self._host_args
-            if a.kind == "array"
-        }
-        self._returns = [
-            (n, np.dtype(d.dtype.as_numpy_dtype()))
-            for n, d in sdfg.arrays.items()
-            if n.startswith("__return") and not d.transient
-        ]
-        self._last_key, self._last_shapes = None, None
         # @mapgridscope: what the sizes must satisfy for block functions of one scope to touch no common element
         self._scope_checks = [
             (parts[0], dace.symbolic.pystr_to_symbolic(parts[0].requires))
@@ -90,11 +65,21 @@ class PersistentProgram:
             if parts[0].requires
         ]
         self._checked_sizes = set()
+        self._shmem = attach_session(self._lib, source) if is_shmem_library(self._lib) else None
+        self._symmetric = {a.name for a in self._host_args if a.kind == "array" and is_symmetric(a.desc)}
+        # the parameters, read off once; calls of the common kind bind by plain comparisons (Signature.quick)
+        self._signature = Signature(
+            sdfg,
+            self._host_args,
+            device=backend != "emulate",
+            quick=self._shmem is None,
+            check_sizes=self._check_block_scopes if self._scope_checks else None,
+        )
+        self._run = self._lib.cpufree_run
         self._config = (ctypes.c_int(), ctypes.c_int(), ctypes.c_float())
         self._config_refs = tuple(ctypes.byref(c) for c in self._config)
         self.last_kernel_ms = float("nan")
         self.launch_config = (0, 0)
-        self._shmem = attach_session(self._lib, source) if is_shmem_library(self._lib) else None
         facts = getattr(source, "channel", None)
         self._channel = (
             ChannelHost(self._lib, facts, sdfg.name, callbacks, source.step_sources) if facts is not None else None
@@ -130,10 +115,10 @@ class PersistentProgram:
     def _launch(self, call: list) -> tuple[int, Call | None]:
         """The foreign call; with the channel, the poller beside it (Ctrl-C, cancel, timeout, progress)."""
         if self._channel is None:
-            return self._lib.cpufree_run(*call), None
+            return self._run(*call), None
         view = ProgressView(self.progress, self.sdfg.name) if self.progress else None
         state = Call(self._channel, view, self._progress_callbacks, self._notify_callbacks, self.timeout, self._cancel)
-        return state.run(lambda: self._lib.cpufree_run(*call)), state
+        return state.run(lambda: self._run(*call)), state
 
     def _ctype(self, arg):
         if arg.kind == "array":
@@ -197,11 +182,25 @@ class PersistentProgram:
             raise LaunchError(f"{self.sdfg.name}: {self._lib.cpufree_error().decode()}")
 
     def __call__(self, *args, **kwargs):
-        values = self._check_values(self._bind_names(args, kwargs))
-        symbols = self._infer_symbols(values)
+        quick = self._signature.quick(args, kwargs)
+        if quick is None:
+            return self._general_call(args, kwargs)
+        call, returned = quick
+        self._complete(call, ())
+        if not returned:
+            return None
+        return returned[0] if len(returned) == 1 else tuple(returned)
+
+    def _general_call(self, args: tuple, kwargs: dict):
+        """A call that is not of the common kind: every check, with its message; NumPy arrays copied to the device
+        and back, symmetric arrays to the PE's buffers."""
+        sig = self._signature
+        values = sig.check_values(sig.bind_names(args, kwargs))
+        fixed = None if self._shmem is None else {PE_SYMBOL: self._shmem.rank, N_PES_SYMBOL: self._shmem.size}
+        symbols = sig.infer_symbols(values, fixed)
         if self._scope_checks:
             self._check_block_scopes(symbols)
-        returns = self._allocate_returns(values, symbols)
+        returns = sig.new_returns(values, symbols)
         owned = []
         try:
             call = []
@@ -214,15 +213,26 @@ class PersistentProgram:
                     call.append(symbols[arg.name])
                 else:
                     call.append(values[arg.name])
+            self._complete(call, owned)
+        finally:
+            for bound in owned:
+                if bound.device is not None:
+                    self._lib.cpufree_free(ctypes.c_void_p(bound.device))
+        if not returns:
+            return None
+        out = [values[name] for name in returns]
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _complete(self, call: list, owned: list) -> None:
+        """The launch, its error, the copies back into ``owned`` host arrays, and the last launch's facts."""
+        channel = None
+        try:
             rc, channel = self._launch(call)
             if rc != 0 and channel is not None:
                 channel.raise_hang()  # debug waits: the hang report, rather than the launch's error
             self._check(rc)
             self._read_back(owned)
         finally:
-            for bound in owned:
-                if bound.device is not None:
-                    self._lib.cpufree_free(ctypes.c_void_p(bound.device))
             if self._channel is not None:
                 self._cancel.clear()
         grid, block, ms = self._config
@@ -231,10 +241,6 @@ class PersistentProgram:
         if channel is not None:
             self.last_call_times = channel.call_times
             channel.outcome()
-        if not returns:
-            return None
-        out = [values[name] for name in returns]
-        return out[0] if len(out) == 1 else tuple(out)
 
     def _check_block_scopes(self, symbols: dict) -> None:
         """Block functions of one scope run at the same time: where the frontend could not show that they touch no
@@ -253,101 +259,9 @@ class PersistentProgram:
                 )
         self._checked_sizes.add(key)
 
-    def _bind_names(self, args, kwargs) -> dict:
-        names = list(self.sdfg.arg_names)
-        if len(args) > len(names):
-            raise ArgumentError(f"{self.sdfg.name} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}.")
-        values = dict(zip(names, args))
-        for key, value in kwargs.items():
-            if key in values:
-                raise ArgumentError(f"{self.sdfg.name}: argument '{key}' given twice.")
-            if key not in names and key not in self._symbol_names and is_integer(value):
-                # a size the program does not use (NPBench passes every size of a benchmark): ignored, as
-                # upstream DaCe ignores it, but said, in case it was meant for a parameter
-                warnings.warn(
-                    f"{self.sdfg.name}: keyword '{key}' is neither a parameter nor a size symbol of the program; "
-                    "ignored.",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-                continue
-            if key not in names and key not in self._symbol_names:
-                raise ArgumentError(
-                    f"{self.sdfg.name}: unknown keyword argument '{key}'. Fix: use the program's parameters "
-                    f"({', '.join(names)}) or its size symbols ({', '.join(sorted(self._symbol_names)) or 'none'})."
-                )
-            values[key] = value
-        missing = [n for n in names if n not in values]
-        if missing:
-            raise ArgumentError(f"{self.sdfg.name}: missing argument(s) {', '.join(missing)}.")
-        return values
-
-    def _check_values(self, values: dict) -> dict:
-        """Arrays and scalars as the kernel takes them, or an :class:`ArgumentError` naming the parameter, what it
-        expects and the fix: a list for an array, a read-only array for a written one, a scalar of the wrong kind.
-        An array with extra dimensions of size 1 (``(N, 1)`` for ``float64[N]``) is passed as a view without them,
-        as upstream DaCe accepts it."""
-        kinds = self._arg_kinds
-        for name, value in values.items():
-            arg = kinds.get(name)
-            if arg is None or arg.kind == "symbol":
-                continue
-            if arg.kind == "array":
-                declared, rank = self._arg_facts[name]
-                values[name] = array_value(self.sdfg.name, arg, value, rank, declared, self._dtypes[name])
-            else:
-                values[name] = scalar_value(self.sdfg.name, arg, value)
-        return values
-
-    def _infer_symbols(self, values: dict) -> dict:
-        symbols = {k: v for k, v in values.items() if k in self._symbol_names}
-        if self._shmem is not None:
-            symbols.update({PE_SYMBOL: self._shmem.rank, N_PES_SYMBOL: self._shmem.size})
-        for name, value in values.items():
-            plan = self._dims.get(name)  # the symbol each dimension carries (None: not one)
-            if plan is not None and hasattr(value, "shape"):
-                if len(value.shape) != len(plan):
-                    raise ArgumentError(
-                        f"{self.sdfg.name}: '{name}' has {len(value.shape)} dimensions, the program expects "
-                        f"{len(plan)} (shape {self.sdfg.arrays[name].shape})."
-                    )
-                for sym, size in zip(plan, value.shape):
-                    if sym is not None:
-                        symbols.setdefault(sym, int(size))
-        missing = [a.name for a in self._host_args if a.kind == "symbol" and a.name not in symbols]
-        if missing:
-            raise ArgumentError(
-                f"{self.sdfg.name}: cannot infer symbol(s) {', '.join(missing)}; pass them as keywords."
-            )
-        return symbols
-
-    def _shape(self, name: str, symbols: dict) -> tuple[int, ...]:
-        if symbols == self._last_key:
-            shapes = self._last_shapes
-        else:
-            shapes = self._shapes.setdefault(tuple(sorted(symbols.items())), {})
-            self._last_key, self._last_shapes = symbols, shapes
-        if name not in shapes:
-            shapes[name] = tuple(int(dace.symbolic.evaluate(s, symbols)) for s in self.sdfg.arrays[name].shape)
-        return shapes[name]
-
-    def _allocate_returns(self, values: dict, symbols: dict) -> list[str]:
-        if not self._returns:
-            return []
-        like_gpu = any(device_pointer(v) is not None for v in values.values())
-        for name, dtype in self._returns:
-            shape = self._shape(name, symbols)
-            if like_gpu:
-                import cupy
-
-                values[name] = cupy.empty(shape, dtype=dtype)
-            else:
-                values[name] = np.empty(shape, dtype=dtype)
-        return [name for name, _ in self._returns]
-
     def _bind_array(self, arg, value, symbols) -> Bound:
-        expected = self._shape(arg.name, symbols)
-        dtype = self._dtypes[arg.name]
+        expected = self._signature.shape(arg.name, symbols)
+        dtype = self._signature.dtypes[arg.name]
         if tuple(getattr(value, "shape", ())) != expected:
             raise ArgumentError(
                 f"{self.sdfg.name}: '{arg.name}' has shape {getattr(value, 'shape', None)}, expected {expected}."

@@ -1,5 +1,7 @@
 """The NPBench-style harness on the CPU: build phase, timing, SQLite results, report (markdown + PNGs)."""
 
+import gc
+import multiprocessing
 import os
 import re
 import sqlite3
@@ -84,6 +86,31 @@ def test_failures_are_stored_and_the_run_goes_on(tmp_path, cache, monkeypatch):
     assert by["wrong"]["validated"] == 0 and "validation failed" in by["wrong"]["error"]
     assert by["wrong"]["median_ms"] > 0  # timed anyway, as NPBench does
     assert by["numpy"]["validated"] == 1 and by["numpy"]["error"] == ""
+
+
+class _Probe(frameworks.NumPyFramework):
+    """Records, inside each timed call, whether the garbage collector runs and which child processes are alive."""
+
+    name = "probe"
+    seen = []
+
+    def prepare(self, module):
+        def run(**args):
+            _Probe.seen.append((gc.isenabled(), multiprocessing.active_children()))
+            return module.reference(**args)
+
+        return run
+
+
+def test_timed_calls_run_alone_with_the_collector_off(tmp_path, cache, monkeypatch):
+    """The build phase's processes (here: the reference's) have exited before the first timed call; inside the
+    clock the garbage collector is off (as in timeit), and on again after."""
+    monkeypatch.setitem(frameworks.FRAMEWORKS, "probe", _Probe)
+    monkeypatch.setattr(_Probe, "seen", [])
+    runner.run("test", ["jacobi_1d"], ["probe"], repeat=3, db=tmp_path / "p.db", jobs=2, isolate=False)
+    assert list(cache.glob("references/jacobi_1d-test-*.npz"))  # computed in the build phase's pool
+    assert _Probe.seen == [(False, [])] * 4  # the validated first run and three timed ones
+    assert gc.isenabled()
 
 
 def test_reference_cache(cache):

@@ -25,30 +25,10 @@ from __future__ import annotations
 
 import argparse
 import copy
-import gc
 import statistics
 import sys
-import time
 
 import numpy as np
-
-
-def _timed(call, fw, dev, bind=None):
-    """Wall seconds of ``call(args)`` on a fresh copy of ``dev``; ``bind(args)`` runs before the clock starts."""
-    args = fw.copy(dev)
-    bound = bind(args) if bind is not None else args
-    fw.synchronize()
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        t0 = time.perf_counter()
-        ret = call(bound)
-        fw.synchronize()
-        seconds = time.perf_counter() - t0
-    finally:
-        if collecting:
-            gc.enable()
-    return seconds, ret, args
 
 
 def _validate(module, args, ret, ref: dict) -> str:
@@ -74,6 +54,7 @@ def measure(name: str, preset: str, calls: int) -> dict:
     import dace_cpufree
     from npbench_runs import frameworks
     from npbench_runs.kernels import KERNELS
+    from npbench_runs.worker import _timed_run
 
     module = KERNELS[name]
     host = module.initialize(**module.PRESETS[preset])
@@ -94,20 +75,20 @@ def measure(name: str, preset: str, calls: int) -> dict:
         return bound
 
     variants = {
-        "cupy": (lambda a: module.reference(**a), None),
-        "ours": (lambda a: run(**a), None),
-        "ours general": (lambda a: run._general_call((), a), None),
+        "cupy": (module.reference, None),
+        "ours": (run, None),
+        "ours general": (lambda **a: run._general_call((), a), None),
         "launch only": (launch_only, bind),
     }
     out = {v: {"wall": [], "kernel": []} for v in variants}
     for variant, (call, binder) in variants.items():  # validated first calls (and warm-up)
-        _, ret, args = _timed(call, fw, dev, binder)
+        _, ret, args = _timed_run(call, fw, dev, binder)
         bad = _validate(module, args, ret, ref)
         if bad:
             raise SystemExit(f"{name} {preset}: {variant} differs from NumPy in {bad}")
     for _ in range(calls):
         for variant, (call, binder) in variants.items():
-            seconds, _, _ = _timed(call, fw, dev, binder)
+            seconds, _, _ = _timed_run(call, fw, dev, binder)
             out[variant]["wall"].append(seconds * 1e3)
             out[variant]["kernel"].append(run.last_kernel_ms if variant != "cupy" else float("nan"))
     out["grid"] = run.launch_config

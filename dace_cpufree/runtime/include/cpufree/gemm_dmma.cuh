@@ -29,13 +29,7 @@
 #include <cute/arch/mma_sm90.hpp>
 #endif
 
-#ifndef CPUFREE_HD
-#if defined(__CUDACC__)
-#define CPUFREE_HD __host__ __device__
-#else
-#define CPUFREE_HD
-#endif
-#endif
+#include "host_device.h"
 
 namespace cpufree {
 namespace dmma {

@@ -22,13 +22,7 @@
 // (tests/transformations/test_gemm_skinny.py).
 #pragma once
 
-#ifndef CPUFREE_HD
-#if defined(__CUDACC__)
-#define CPUFREE_HD __host__ __device__
-#else
-#define CPUFREE_HD
-#endif
-#endif
+#include "host_device.h"
 
 namespace cpufree {
 namespace skinny {

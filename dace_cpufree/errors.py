@@ -60,15 +60,17 @@ class KernelCancelled(CpufreeError):
 
     :ivar reason: ``"cancel()"`` or ``"timeout"``.
     :ivar site: the cancel point where the kernel stopped, e.g. ``"grid sync before map_x"``.
-    :ivar syncs: grid syncs the kernel had passed.
+    :ivar syncs: grid syncs the kernel had passed (``None``: not known, for a PE that left a wait for a peer and
+                 ran on to its end).
     :ivar progress: the last ``(done, total)`` the kernel reported (``(0, 0)``: none).
     """
 
-    def __init__(self, program: str, reason: str, site: str, syncs: int, progress: tuple[int, int] = (0, 0)):
+    def __init__(self, program: str, reason: str, site: str, syncs: int | None, progress: tuple[int, int] = (0, 0)):
         done, total = progress
         reached = f", progress {done}/{total}" if total or done else ""
+        passed = f", after {syncs} grid sync(s)" if syncs is not None else ""
         super().__init__(
-            f"{program}: kernel stopped by {reason} at the {site}, after {syncs} grid sync(s){reached}. "
+            f"{program}: kernel stopped by {reason} at the {site}{passed}{reached}. "
             "Its arrays hold the state reached there; the next call runs from the start."
         )
         self.reason, self.site, self.syncs, self.progress = reason, site, syncs, progress

@@ -206,7 +206,7 @@ class Call:
                 else "wait for a peer's signal, left because a PE stopped (the kernel then ran on to its end)"
             )
             progress = (host.word("DONE"), host.word("TOTAL"))
-            raise KernelCancelled(host.program, reason, site, host.word("SYNCS"), progress)
+            raise KernelCancelled(host.program, reason, site, host.word("SYNCS") if stopped else None, progress)
         if self.errors:
             raise self.errors[0]
 

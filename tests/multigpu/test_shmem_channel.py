@@ -135,8 +135,9 @@ def test_a_pe_stopped_by_a_peer_or_left_without_its_data_is_cancelled():
     with pytest.raises(KernelCancelled, match="by PE 0, which stopped at the grid sync before map_x"):
         _outcome({"STOPPED": 1, "PEER": 1})
     # it left a wait and ran on to its end: its results are not complete, so the call still raises
-    with pytest.raises(KernelCancelled, match="by PE 2, which stopped at the wait for a peer's signal"):
+    with pytest.raises(KernelCancelled, match="by PE 2, which stopped at the wait for a peer's signal") as left:
         _outcome({"LEFT": 1, "PEER": 3})
+    assert left.value.syncs is None and "grid sync" not in str(left.value)  # not known: not claimed
     with pytest.raises(KernelCancelled, match="by timeout at the wait"):
         _outcome({"LEFT": 1}, reason="timeout")
     _outcome({})  # nothing stopped: the call returns

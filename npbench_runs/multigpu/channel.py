@@ -4,8 +4,10 @@
     mpirun -np 2 python -m npbench_runs.multigpu.channel --case one        # PE 0 alone times out: its peers stop too
     mpirun -np 2 python -m npbench_runs.multigpu.channel --case hang       # PE 0 runs fewer steps: debug_waits report
     mpirun -np 2 python -m npbench_runs.multigpu.channel --case stuck      # the same without debug_waits: timeout
+    mpirun -np 2 python -m npbench_runs.multigpu.channel --case fenced     # symbolic tiles: a PE barrier, timeout
 
-Every PE runs ``jacobi_2d``'s plain form (:mod:`.jacobi_2d`) with the channel on, far more steps than it can finish
+Every PE runs ``jacobi_2d``'s plain form (:mod:`.jacobi_2d`; ``fenced``: the overlapped form with symbolic tile
+sizes, whose kernel fences its halo buffers with a PE barrier) with the channel on, far more steps than it can finish
 (or, for ``hang``/``stuck``, PE 0 fewer steps than its peers, so they wait for a signal that never comes), and
 records how the call ended: the exception's type and message and the seconds from the call to its end. Then every
 PE runs the same compiled program again for a few steps, and rank 0 checks the global result against NumPy: the
@@ -26,7 +28,7 @@ from dace_cpufree.launcher import placement
 from . import PROGRAMS
 from .run import _abort_job, _comm, _gather_tiles, _reference, compile_symbols
 
-CASES = ("timeout", "one", "hang", "stuck")
+CASES = ("timeout", "one", "hang", "stuck", "fenced")
 LONG = 10**9  # steps of a run that is stopped
 
 
@@ -34,6 +36,8 @@ def _options(case: str, rank: int, seconds: float) -> dict:
     """The compile options of a case on this PE."""
     if case == "timeout":
         return {"timeout": seconds, "progress": "text"}
+    if case == "fenced":
+        return {"timeout": seconds}
     if case == "one":
         return {"timeout": seconds} if rank == 0 else {"channel": True}
     if case == "hang":
@@ -48,11 +52,11 @@ def _steps(case: str, rank: int) -> int:
     return LONG
 
 
-def _call(prog, A, B, flags, steps) -> dict:
-    """One call: how it ended and how long it took."""
+def _call(prog, A, B, flags, steps, sizes) -> dict:
+    """One call: how it ended and how long it took. ``sizes``: the size symbols passed per call."""
     t0 = time.perf_counter()
     try:
-        prog(A, B, flags, steps)
+        prog(A, B, flags, steps, **sizes)
         ended = {"ended": "returned"}
     except Exception as err:  # noqa: BLE001 - the record names it
         ended = {"ended": type(err).__name__, "message": str(err)}
@@ -72,11 +76,14 @@ def run(case: str, n: int, seconds: float, steps: int) -> dict:
     module.check_size(n, size, None)
     A0, B0 = module.initialize(n, None)
     A, B = module.tile(A0, rank, size), module.tile(B0, rank, size)
-    fixed, _ = compile_symbols("jacobi_2d", size, A.shape)
-    prog = dace_cpufree.compile(module.plain, symbols=fixed, **_options(case, rank, seconds))
-    record = {"pe": rank, **_call(prog, A.copy(), B.copy(), np.zeros(module.FLAGS, np.uint64), _steps(case, rank))}
+    fenced = case == "fenced"  # symbolic tile sizes: the kernel initialises its halo buffers behind a PE barrier
+    fixed, sizes = compile_symbols("jacobi_2d", size, A.shape, specialize=not fenced)
+    form = module.overlapped if fenced else module.plain
+    prog = dace_cpufree.compile(form, symbols=fixed or None, **_options(case, rank, seconds))
+    flags = np.zeros(module.FLAGS, np.uint64)
+    record = {"pe": rank, **_call(prog, A.copy(), B.copy(), flags, _steps(case, rank), sizes)}
     a, b = A.copy(), B.copy()
-    again = _call(prog, a, b, np.zeros(module.FLAGS, np.uint64), steps)
+    again = _call(prog, a, b, np.zeros(module.FLAGS, np.uint64), steps, sizes)
     record["again"] = again["ended"]
     records = _comm().gather(record, root=0) if size > 1 else [record]
     tiles = _gather_tiles(_comm(), rank, size, a, b)

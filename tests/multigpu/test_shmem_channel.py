@@ -4,7 +4,8 @@ stopped, and hang reports of waits for a peer's signal.
 CPU: the generated code and facts, the refusals, nvcc builds linked against NVSHMEM (marked ``compile``: they fail,
 never skip, in CI) and the host's reading of the report words. GPU (``multigpu``): ``mpirun`` jobs of
 :mod:`npbench_runs.multigpu.channel` on 2 GPUs: a timeout on every PE, on one PE, a wait that never ends reported
-in debug mode and stopped by a timeout without it; after each, a re-run on every PE matches NumPy.
+in debug mode and stopped by a timeout without it, a timeout in a kernel with a PE barrier; after each, a re-run on
+every PE matches NumPy.
 """
 
 import os
@@ -165,6 +166,15 @@ def _job(case: str, seconds: float = 1.0) -> dict:
 @pytest.mark.nvshmem
 def test_timeout_stops_every_pe_and_they_run_again():
     pes = _job("timeout")
+    for pe in pes.values():
+        assert pe["ended"] == "KernelCancelled" and pe["seconds"] < 10, pe
+
+
+@pytest.mark.multigpu
+@pytest.mark.nvshmem
+def test_timeout_with_a_pe_barrier_in_the_kernel():
+    """Symbolic tile sizes: the kernel fences its halo buffers with the PE barrier the channel can leave."""
+    pes = _job("fenced")
     for pe in pes.values():
         assert pe["ended"] == "KernelCancelled" and pe["seconds"] < 10, pe
 

@@ -222,7 +222,7 @@ __device__ __noinline__ void tell_peers() {
 }
 #endif
 
-__device__ inline void publish(unsigned int left, Leader &l) {
+__device__ inline void publish(unsigned int left, const Leader &l) {
     DeviceState &s = cpufree_channel_state;
     const long long looked = s.looked;  // all loads first: one round trip to memory
     const unsigned int last = s.apart, syncs = s.syncs;
@@ -753,36 +753,65 @@ inline unsigned long long dropped() {
 
 }  // namespace cpufree::channel
 
+// The work of a cancel point that is due (a look's word to read, a look to publish) runs out of line: in the
+// kernel's loops a cancel point is one compare and a branch around a call, and the loops keep their code compact.
+// Both return the new countdown word (1: stop here, every thread returns).
+#if defined(CPUFREE_EMULATE)
+#define CPUFREE_CHANNEL_OUT_OF_LINE inline
+#else
+#define CPUFREE_CHANNEL_OUT_OF_LINE __device__ __noinline__
+#endif
+namespace cpufree::channel {
+
+// A cancel point (loop head) with `left` below 8. Below 4 the word of a look waits: every thread reads it.
+CPUFREE_CHANNEL_OUT_OF_LINE unsigned int point(unsigned int left, long long tid, int site) {
+    if (left < 4u) {
+        left = decision(left);
+        if (left == 1u) stopped(tid, site);
+    }
+    return left;
+}
+
+// The cancel point before a grid sync, with `left` below 8: the word of a look read as at `point`; then, if this
+// sync is a look (left below 8 still), the leader publishes the next word before it.
+CPUFREE_CHANNEL_OUT_OF_LINE unsigned int check(unsigned int left, long long tid, int site, Leader leader) {
+    if (left < 4u) {
+        left = decision(left);
+        if (left == 1u) {
+            stopped(tid, site);
+            return left;
+        }
+    }
+    if (tid == 0 && left < 8u) publish(left, leader);
+    return left;
+}
+
+}  // namespace cpufree::channel
+
 // Cancel points, printed by the generator only when the channel is on. `__cpufree_left` is the word of the last look
 // (see publish), counted down by 4 after each grid sync: 4 times the grid syncs to the next look (it included) plus
 // twice its slot, or 1: stop. Below 4 the word of a look waits in its slot, and the next cancel point reads it; so
 // between looks a grid sync costs a subtraction after it and one compare before it, and the read after a look waits
-// for memory at that cancel point only.
+// for memory at that cancel point only. A loop head compares with 8 as the cancel point of a grid sync does (from 4
+// to 7 it has nothing to do): where a grid sync follows it with nothing between, nvcc makes the two one compare.
 #define CPUFREE_CHANNEL_BEGIN()                                                                        \
     unsigned int __cpufree_left = 4;  /* the first grid sync is a look, its word in slot 0 */           \
     cpufree::channel::Leader __cpufree_leader;                                                          \
     if (__tid == 0) cpufree::channel::start();
 // After a grid sync.
 #define CPUFREE_CHANNEL_TAKE_LOOK() __cpufree_left -= 4u;
-// At the first cancel point after the grid sync of a look: every thread reads the leader's word, and all stop here
-// if it says so.
-#define CPUFREE_CHANNEL_READ(site)                                   \
-    __cpufree_left = cpufree::channel::decision(__cpufree_left);     \
-    if (__cpufree_left == 1u) {                                      \
-        cpufree::channel::stopped(__tid, site);                      \
-        return;                                                      \
-    }
-#define CPUFREE_CHANNEL_POINT(site) \
-    if (__cpufree_left < 4u) {      \
-        CPUFREE_CHANNEL_READ(site)  \
+// At a loop head: every thread reads the word of a look at its first cancel point after the look's grid sync, and
+// all stop there if it says so.
+#define CPUFREE_CHANNEL_POINT(site)                                                 \
+    if (__cpufree_left < 8u) {                                                      \
+        __cpufree_left = cpufree::channel::point(__cpufree_left, __tid, site);      \
+        if (__cpufree_left == 1u) return;                                           \
     }
 // Before a grid sync: a cancel point, and before the sync of a look the leader publishes its word.
-#define CPUFREE_CHANNEL_CHECK(site)                                                                      \
-    if (__cpufree_left < 8u) {                                                                           \
-        if (__cpufree_left < 4u) {                                                                       \
-            CPUFREE_CHANNEL_READ(site)                                                                   \
-        }                                                                                                \
-        if (__tid == 0 && __cpufree_left < 8u) cpufree::channel::publish(__cpufree_left, __cpufree_leader); \
+#define CPUFREE_CHANNEL_CHECK(site)                                                                    \
+    if (__cpufree_left < 8u) {                                                                         \
+        __cpufree_left = cpufree::channel::check(__cpufree_left, __tid, site, __cpufree_leader);       \
+        if (__cpufree_left == 1u) return;                                                              \
     }
 #if defined(CPUFREE_CHANNEL_HANG_SITE)
 #define CPUFREE_CHANNEL_BEFORE_SYNC(site) \

@@ -164,17 +164,11 @@ def _job(case: str, seconds: float = 1.0) -> dict:
 
 @pytest.mark.multigpu
 @pytest.mark.nvshmem
-def test_timeout_stops_every_pe_and_they_run_again():
-    pes = _job("timeout")
-    for pe in pes.values():
-        assert pe["ended"] == "KernelCancelled" and pe["seconds"] < 10, pe
-
-
-@pytest.mark.multigpu
-@pytest.mark.nvshmem
-def test_timeout_with_a_pe_barrier_in_the_kernel():
-    """Symbolic tile sizes: the kernel fences its halo buffers with the PE barrier the channel can leave."""
-    pes = _job("fenced")
+@pytest.mark.parametrize("case", ["timeout", "fenced"])
+def test_timeout_stops_every_pe_and_they_run_again(case):
+    """``fenced``: symbolic tile sizes, so the kernel fences its halo buffers with the PE barrier the channel can
+    leave."""
+    pes = _job(case)
     for pe in pes.values():
         assert pe["ended"] == "KernelCancelled" and pe["seconds"] < 10, pe
 

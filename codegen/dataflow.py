@@ -62,6 +62,8 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
         item.collective = True
         item.block_threads = location.get("cpufree_block_threads")
         item.dynamic_shared = location.get("cpufree_dynamic_shared")
+        item.tiles = location.get("cpufree_tiles")
+        item.tile_symbols = frozenset(x for x in str(location.get("cpufree_tile_symbols", "")).split(",") if x)
         return item
     if kind == "leader" and block == 0:
         return Item(

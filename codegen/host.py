@@ -33,6 +33,7 @@ struct LauncherState {{
     size_t workspace_size = 0;
     char error[1024] = {{0}};
     int cached_device = -1, cached_for = 0, sms = 0, warp = 0, block_chosen = 0, per_sm = 0;  // see cpufree_run
+    int per_sm_bounded = 0;  // blocks per SM of a kernel's bounded build where it does not spill (kernel_builds)
     bool events = false;
     cudaEvent_t start, stop;
 }} cpufree_state;
@@ -103,6 +104,7 @@ extern "C" int cpufree_run({params}) {{
     // for, the shared memory of its pipeline), 0 where nothing.
     const int need_block = (int)({need_block});
     const size_t dynamic_shared = (size_t)({dynamic_shared});
+    auto *kfn = {kernel};
     if (cpufree_state.cached_device != dev || cpufree_state.cached_for != cpufree_state.block) {{
         int coop = 0, sms = 0, block = cpufree_state.block, per_sm = 0;
         CPUFREE_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
@@ -110,24 +112,24 @@ extern "C" int cpufree_run({params}) {{
             return cpufree_fail("device %d does not support cooperative launch (persistent kernels need it)", dev);
         CPUFREE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
         if (dynamic_shared > 0)  // above 48 KiB a kernel must opt in; below, the call changes nothing
-            CPUFREE_CHECK(cudaFuncSetAttribute((const void *){kernel}, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            CPUFREE_CHECK(cudaFuncSetAttribute((const void *)kfn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                (int)dynamic_shared));
         if (block <= 0 && need_block > 0) block = need_block;
         if (block <= 0) {{
             int min_grid = 0;
-            CPUFREE_CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, {kernel}, dynamic_shared, 0));
+            CPUFREE_CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, kfn, dynamic_shared, 0));
         }}
         int warp = 1;
         CPUFREE_CHECK(cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev));
         block = block < warp ? warp : block - block % warp;  // whole warps: warp reductions shuffle full warps
         if (cpufree_state.block <= 0)  // a power of two, so that every power-of-two tile up to it divides it
             while (block & (block - 1)) block &= block - 1;
-        CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {kernel}, block, dynamic_shared));
+        CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kfn, block, dynamic_shared));
         if (per_sm < 1)
             return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "
                                 "multiprocessor (registers or shared memory). Fix: configure a smaller block size.",
                                 block);
-        if (!cpufree_state.events) {{
+{bounded}        if (!cpufree_state.events) {{
             CPUFREE_CHECK(cudaEventCreate(&cpufree_state.start));
             CPUFREE_CHECK(cudaEventCreate(&cpufree_state.stop));
             cpufree_state.events = true;
@@ -139,7 +141,8 @@ extern "C" int cpufree_run({params}) {{
         cpufree_state.cached_device = dev;
         cpufree_state.cached_for = cpufree_state.block;
     }}
-    const int sms = cpufree_state.sms, block = cpufree_state.block_chosen, per_sm = cpufree_state.per_sm;
+    const int sms = cpufree_state.sms, block = cpufree_state.block_chosen;
+    int per_sm = cpufree_state.per_sm;{choose}
     const int warp = cpufree_state.warp;  // the grid-size expressions of warp-per-output steps use it
     (void)warp;
     long long grid = (long long)per_sm * sms;
@@ -164,7 +167,7 @@ extern "C" int cpufree_run({params}) {{
     cudaEvent_t start = cpufree_state.start, stop = cpufree_state.stop;
     CPUFREE_CHECK(cudaEventRecord(start, 0));
     CPUFREE_CHECK(
-        CPUFREE_LAUNCH_COOPERATIVE({kernel}, dim3((unsigned)grid), dim3((unsigned)block), args, dynamic_shared, 0));
+        CPUFREE_LAUNCH_COOPERATIVE(kfn, dim3((unsigned)grid), dim3((unsigned)block), args, dynamic_shared, 0));
     CPUFREE_CHECK(cudaEventRecord(stop, 0));
     CPUFREE_CHECK(cudaEventSynchronize(stop));
     CPUFREE_CHECK(CPUFREE_AFTER_LAUNCH());
@@ -254,6 +257,63 @@ extern "C" int cpufree_shmem_copy(void *dst, const void *src, size_t n) {{
     return 0;
 }}
 """
+
+
+# A kernel with matrix products is built twice: its body is a force-inlined device function, and two kernels run it,
+# one with the registers ptxas chooses (the DMMA tile's kernels get 222-250, two blocks of 128 threads per
+# multiprocessor) and one bounded to three such blocks (``{kernel}_bounded``: 168 registers, what the tile itself
+# needs). The launcher takes the bounded one where the device reports it spill-free (``localSizeBytes``), the block is
+# the products' size, and the products have more output tiles than the unbounded kernel's grid has blocks: a third
+# block per multiprocessor then runs more tiles at once; with fewer tiles it only adds blocks to every grid sync.
+# One template for both (``__launch_bounds__(128, MinBlocks)``) made the unbounded one 6-7 % slower (k2mm, mlp at S).
+# Measured on an H100 (docs/linear-algebra.md): gemm 0.194 -> 0.160 ms at S, 0.744 -> 0.662 ms at paper.
+BUILDS = """
+__global__ void {kernel}({params}) {{ {kernel}_body({args}); }}
+__global__ void __launch_bounds__(cpufree::bound_threads({need}), 3)
+{kernel}_bounded({params}) {{ {kernel}_body({args}); }}
+"""
+BOUNDED_BUILD = """\
+        cpufree_state.per_sm_bounded = 0;
+        if (need_block > 0 && block == need_block) {{
+            cudaFuncAttributes bounded;
+            auto *three = {kernel}_bounded;
+            CPUFREE_CHECK(cudaFuncGetAttributes(&bounded, (const void *)three));
+            if (bounded.localSizeBytes == 0) {{
+                if (dynamic_shared > 0)
+                    CPUFREE_CHECK(cudaFuncSetAttribute((const void *)three, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       (int)dynamic_shared));
+                int &per_sm3 = cpufree_state.per_sm_bounded;
+                CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm3, three, block, dynamic_shared));
+            }}
+        }}
+"""
+CHOOSE_BUILD = """
+    if (cpufree_state.per_sm_bounded > per_sm && (long long)({tiles}) > (long long)per_sm * sms) {{
+        kfn = {kernel}_bounded;
+        per_sm = cpufree_state.per_sm_bounded;
+    }}"""
+
+
+def kernel_builds(kernel: str, items: list, args: list, race_check: bool, dialect: str, direct_stores: bool):
+    """The kernel's declaration head (up to its parameters), and for the templates: the kernels after its body
+    (``wrappers``), the launcher's occupancy query of the bounded kernel (``bounded``) and its choice (``choose``),
+    empty for a kernel built once. ``items``: the kernel IR's items, whose library calls state the block size they
+    are built for and their output tiles (``ir.Item.tiles``), which the launcher can count only from its parameters
+    (``args``); ``direct_stores``: the kernel is declared ``CPUFREE_FULL_BLOCKS``."""
+    bounds = "CPUFREE_FULL_BLOCKS " if direct_stores else ""
+    calls = [i for i in items if i.block_threads]
+    threads = {i.block_threads for i in calls}
+    tiles = [i.tiles for i in calls if i.tiles and i.tile_symbols <= {a.name for a in args}]
+    if len(threads) != 1 or dialect != "cuda" or bounds or len(tiles) != len(calls):
+        return f"__global__ void {bounds}{kernel}", dict(wrappers="", bounded="", choose="")
+    params = ", ".join(a.kernel_decl(race_check) for a in args)
+    names = ", ".join(a.name for a in args)
+    wrappers = BUILDS.format(kernel=kernel, params=params, args=names, need=next(iter(threads)))
+    return f"__device__ __forceinline__ void {kernel}_body", dict(
+        wrappers=wrappers,
+        bounded=BOUNDED_BUILD.format(kernel=kernel),
+        choose=CHOOSE_BUILD.format(kernel=kernel, tiles=largest(tiles)),
+    )
 
 
 def largest(expressions: list[str]) -> str:

@@ -69,6 +69,9 @@ class Item:
     # threads of a block it is built for, and the dynamic shared memory of each block in bytes.
     block_threads: str | None = None
     dynamic_shared: str | None = None
+    #: a library call's output tiles (C++) and the symbols they are counted from (``codegen/host.py`` kernel_builds)
+    tiles: str | None = None
+    tile_symbols: frozenset = frozenset()
     form: Form | None = None  # a map step's mapping to threads (``None``: not a map step)
     tile: int = 0  # a tile step's largest tile (``cpufree::with_tile<tile>``); 0: not tiled
     # containers in device memory that its code addresses on another PE only (a put's destination, a signal's

@@ -12,7 +12,7 @@ from dace.sdfg import nodes
 from dace_cpufree.errors import CpufreeError
 
 from . import channel as chan
-from . import ir, serial
+from . import host, ir, serial
 from .captures import step_apart
 from .concurrency import split_independent
 from .context import KernelContext, symbol_ctype
@@ -29,7 +29,7 @@ KERNEL_TEMPLATE = """\
 // kernel, launched once; loops, steps and grid synchronisations all run on the device.
 #include <cpufree/runtime.cuh>
 {includes}
-{globals}__global__ void {bounds}{kernel}({params})
+{globals}{head}({params})
 {{
     {grid}
     const long long __tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -37,7 +37,7 @@ KERNEL_TEMPLATE = """\
     const unsigned int __block = blockIdx.x, __blocks = gridDim.x;
 {symbols}
 {scopes}{body}
-}}
+}}{builds}
 """
 
 
@@ -322,6 +322,8 @@ def generate(
     headers = [SHMEM_HEADER] if shmem else []
     headers += [h for env in environments for h in getattr(dace.library.get_environment(env), "kernel_headers", [])]
     includes = chan.shmem_define(facts, shmem, direct_stores) + "".join(f"#include <{h}>\n" for h in headers)
+    items = list(ir.items(root))
+    head, builds = host.kernel_builds(kernel, items, args, race_check, dialect.name, direct_stores)
     code = KERNEL_TEMPLATE.format(
         includes=includes,
         globals=scope_globals
@@ -330,14 +332,13 @@ def generate(
         + (f"__device__ unsigned long long cpufree_step_times[CPUFREE_TIMES_BLOCKS][{nseg} + 2];\n\n" if timed else ""),
         sdfg=sdfg.name,
         grid=chan.grid_declaration(facts),
-        bounds="CPUFREE_FULL_BLOCKS " if direct_stores else "",
-        kernel=kernel,
+        head=head,
+        builds=builds.pop("wrappers"),
         params=",\n    ".join(a.kernel_decl(race_check) for a in args),
         symbols="\n".join(symbols),
         scopes="".join(line + "\n" for line in scope_lines),
         body="\n".join(body),
     )
-    items = list(ir.items(root))
     works = [i.work for i in items if i.executor == ir.Executor.GRID]
     work = "0" if not works or any(w is None for w in works) else " , ".join(f"(long long)({w})" for w in works)
     need_block = largest([i.block_threads for i in items if i.block_threads])
@@ -346,6 +347,7 @@ def generate(
     host_params = [a for a in args if a.kind != "workspace"]
     code += HOST_TEMPLATE.format(
         kernel=kernel,
+        **builds,
         params=", ".join(a.decl for a in host_params) or "void",
         work=f"cpufree_max_work({{{work}}})" if work != "0" else "0",
         need_block=need_block,

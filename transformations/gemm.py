@@ -91,6 +91,10 @@ def _product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, tran
             "cpufree_executor": "grid",
             "cpufree_block_threads": f"cpufree::gemm_threads<{ctype}>()",
             "cpufree_dynamic_shared": f"cpufree::gemm_shared_bytes<{ctype}>()",
+            # its output tiles, for the launcher's choice of build (codegen/host.py kernel_builds), and the symbols
+            # that count them, which the launcher must have
+            "cpufree_tiles": f"cpufree::gemm_tiles<{ctype}>((long long)({_c(m)}), (long long)({_c(n)}))",
+            "cpufree_tile_symbols": ",".join(sorted(str(x) for x in dace.symbolic.symlist(m * n))),
         },
     )  # DaCe records the environment (CPUFreeMathDx) in the tasklet
 

@@ -2,12 +2,14 @@
 threads (``cpufree/gemm.cuh``: DMMA tiles for FP64, cuBLASDx for FP32); a batch sharing one matrix is one call; a
 batch of matrix pairs keeps DaCe's pure expansion."""
 
+import dataclasses
 import re
 import subprocess
 
 import dace
 import numpy as np
 import pytest
+from dace_cpufree.codegen import host
 from kernel_steps import items
 from programs import both_batched
 
@@ -90,6 +92,36 @@ def test_the_launch_gives_products_their_block_size_and_shared_memory():
     assert (plain.need_block, plain.dynamic_shared) == ("0", "0")
 
 
+def test_kernels_with_products_are_built_twice_and_the_launcher_counts_their_tiles():
+    """The body is one device function; a kernel runs it with the registers ptxas chooses and another bounded to
+    three blocks of the products' size per multiprocessor, and the launcher counts the products' output tiles from
+    its parameters to choose between them. A kernel without products is built once."""
+    source = dace_cpufree.kernel_source(product)
+    kernel = source.kernel
+    assert f"__device__ __forceinline__ void {kernel}_body(" in source.code
+    assert f"__global__ void {kernel}(" in source.code
+    bound = "__launch_bounds__(cpufree::bound_threads(cpufree::gemm_threads<double>()), 3)"
+    assert f"{bound}\n{kernel}_bounded(" in source.code
+    (call,) = _products(source)
+    assert call.tiles == "cpufree::gemm_tiles<double>((long long)(M), (long long)(N))"
+    assert call.tile_symbols == {"M", "N"}
+    assert f"(long long)({call.tiles}) > (long long)per_sm * sms" in source.code  # the launcher's choice
+    plain = dace_cpufree.kernel_source(KERNELS["go_fast"].program)
+    assert f"{plain.kernel}_bounded" not in plain.code and f"{plain.kernel}_body" not in plain.code
+
+
+def test_products_counted_from_values_the_launcher_lacks_keep_one_build():
+    source = dace_cpufree.kernel_source(product)
+    calls = [
+        dataclasses.replace(i, tile_symbols=i.tile_symbols | {"inner"}) if i.collective else i for i in items(source)
+    ]
+    head, builds = host.kernel_builds(source.kernel, calls, source.args, False, "cuda", False)
+    assert head == f"__global__ void {source.kernel}"
+    assert builds == dict(wrappers="", bounded="", choose="")
+    head, builds = host.kernel_builds(source.kernel, list(items(source)), source.args, False, "cuda", False)
+    assert head.endswith("_body") and builds["choose"]
+
+
 def test_a_batch_sharing_its_right_matrix_is_one_product():
     source = dace_cpufree.kernel_source(batched)
     (call,) = _products(source)
@@ -145,6 +177,8 @@ def test_nvcc_builds_the_tensor_core_product(arch, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     ptx = (tmp_path / "p.ptx").read_text()
     assert re.search(r"mma\.sync\.aligned\.m\d+n\d+k\d+\.row\.col\.f64", ptx)  # FP64 tensor cores (DMMA)
+    # the kernel bounded to three blocks of the tile's 128 threads per multiprocessor
+    assert re.search(rf"\.entry \w*{source.kernel}_bounded\w*\([^)]*\)\s*\.maxntid 128, 1, 1\s*\.minnctapersm 3", ptx)
 
 
 @pytest.mark.compile

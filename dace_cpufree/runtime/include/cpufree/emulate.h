@@ -145,6 +145,8 @@ template <typename K> inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultipro
 }
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 inline cudaError_t cudaFuncSetAttribute(const void *, cudaFuncAttribute, int) { return cudaSuccess; }
+struct cudaFuncAttributes { size_t localSizeBytes; };
+inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, const void *) { a->localSizeBytes = 0; return cudaSuccess; }
 
 // Events measure host wall time in emulation.
 inline cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = new std::chrono::steady_clock::time_point(); return cudaSuccess; }

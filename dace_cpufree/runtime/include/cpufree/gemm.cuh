@@ -105,6 +105,13 @@ __host__ __device__ constexpr unsigned long long gemm_shared_bytes() {
                : 0;
 }
 
+// The output tiles of an M x N product of gemm<T> (0 on the plain path): the launcher's choice of build.
+template <typename T, typename Tile = typename GemmDefault<T>::type>
+__host__ __device__ constexpr long long gemm_tiles(long long M, long long N) {
+    return gemm_uses_library<T>::value ? ((M + Tile::kTileM - 1) / Tile::kTileM) * ((N + Tile::kTileN - 1) / Tile::kTileN)
+                                       : 0;
+}
+
 #if defined(CPUFREE_EMULATE)
 
 // ---- Host emulation: the definition, in plain loops ------------------------------------------------

@@ -489,6 +489,10 @@ __host__ __device__ inline long long pow2_at_least(long long extent) {
     return t;
 }
 
+// The block size of a bounded kernel with matrix products (codegen/host.py kernel_builds): the products' (``need``;
+// where they take the plain path, 0, the launcher never takes the bounded kernel).
+__host__ __device__ constexpr int bound_threads(long long need) { return need > 0 ? (int)need : 128; }
+
 #if !defined(CPUFREE_EMULATE)
 // The tile of a reduction step at run time: enough lanes that each combines about sixteen elements
 // of the reduced extent (long rows get up to 1024 lanes, which keeps the whole grid loading; rows of

@@ -266,7 +266,7 @@ extern "C" int cpufree_shmem_copy(void *dst, const void *src, size_t n) {{
 # the products' size, and the products have more output tiles than the unbounded kernel's grid has blocks: a third
 # block per multiprocessor then runs more tiles at once; with fewer tiles it only adds blocks to every grid sync.
 # One template for both (``__launch_bounds__(128, MinBlocks)``) made the unbounded one 6-7 % slower (k2mm, mlp at S).
-# Measured on an H100 (docs/linear-algebra.md): gemm 0.194 -> 0.160 ms at S, 0.744 -> 0.662 ms at paper.
+# Measured on an H100 (docs/linear-algebra.md): gemm 0.195 -> 0.155 ms at S, 0.725 -> 0.665 ms at paper.
 BUILDS = """
 __global__ void {kernel}({params}) {{ {kernel}_body({args}); }}
 __global__ void __launch_bounds__(cpufree::bound_threads({need}), 3)

@@ -288,23 +288,28 @@ BOUNDED_BUILD = """\
         }}
 """
 CHOOSE_BUILD = """
-    if (cpufree_state.per_sm_bounded > per_sm && (long long)({tiles}) > (long long)per_sm * sms) {{
+    const bool room = cpufree_state.max_blocks <= 0 || cpufree_state.max_blocks > per_sm * sms;  // a capped grid
+    if (room && cpufree_state.per_sm_bounded > per_sm && (long long)({tiles}) > (long long)per_sm * sms) {{
         kfn = {kernel}_bounded;
         per_sm = cpufree_state.per_sm_bounded;
     }}"""
 
 
-def kernel_builds(kernel: str, items: list, args: list, race_check: bool, dialect: str, direct_stores: bool):
+def kernel_builds(
+    kernel: str, items: list, args: list, race_check: bool, dialect: str, direct_stores: bool, shmem: bool
+):
     """The kernel's declaration head (up to its parameters), and for the templates: the kernels after its body
     (``wrappers``), the launcher's occupancy query of the bounded kernel (``bounded``) and its choice (``choose``),
     empty for a kernel built once. ``items``: the kernel IR's items, whose library calls state the block size they
     are built for and their output tiles (``ir.Item.tiles``), which the launcher can count only from its parameters
-    (``args``); ``direct_stores``: the kernel is declared ``CPUFREE_FULL_BLOCKS``."""
+    (``args``); ``direct_stores``: the kernel is declared ``CPUFREE_FULL_BLOCKS``; ``shmem``: the kernel links the
+    SHMEM library (relocatable device code: its out-of-line device functions are compiled once, for the unbounded
+    kernel's registers, and ptxas refuses them to a bounded caller), built once."""
     bounds = "CPUFREE_FULL_BLOCKS " if direct_stores else ""
     calls = [i for i in items if i.block_threads]
     threads = {i.block_threads for i in calls}
     tiles = [i.tiles for i in calls if i.tiles and i.tile_symbols <= {a.name for a in args}]
-    if len(threads) != 1 or dialect != "cuda" or bounds or len(tiles) != len(calls):
+    if len(threads) != 1 or dialect != "cuda" or bounds or shmem or len(tiles) != len(calls):
         return f"__global__ void {bounds}{kernel}", dict(wrappers="", bounded="", choose="")
     params = ", ".join(a.kernel_decl(race_check) for a in args)
     names = ", ".join(a.name for a in args)

@@ -323,7 +323,7 @@ def generate(
     headers += [h for env in environments for h in getattr(dace.library.get_environment(env), "kernel_headers", [])]
     includes = chan.shmem_define(facts, shmem, direct_stores) + "".join(f"#include <{h}>\n" for h in headers)
     items = list(ir.items(root))
-    head, builds = host.kernel_builds(kernel, items, args, race_check, dialect.name, direct_stores)
+    head, builds = host.kernel_builds(kernel, items, args, race_check, dialect.name, direct_stores, shmem)
     code = KERNEL_TEMPLATE.format(
         includes=includes,
         globals=scope_globals

@@ -75,3 +75,12 @@ def bad_flag_scalar(A: dace.float64[N, M], flag: dace.uint64):
 def wait_in_map(A: dace.float64[N], flags: dace.uint64[N]):
     for i in dace.map[0:N]:
         nvshmem.SignalWait(flags[i], 1)
+
+
+@dace.program
+def product_in_ring(A: dace.float64[N, M], B: dace.float64[M, M], C: dace.float64[N, M], T: dace.int64):
+    me, npes = nvshmem.my_pe(), nvshmem.n_pes()
+    for _ in range(T):
+        C[:] = A @ B
+        A[1:-1, :] = C[1:-1, :] + 1.0
+        nvshmem.Putmem(A[0, :], A[N - 2, :], (me + 1) % npes)

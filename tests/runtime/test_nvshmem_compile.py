@@ -19,6 +19,17 @@ def _build(program, name, **options):
     return build(source.code, name, "cuda", shmem=True, full_blocks=source.direct_stores)
 
 
+@pytest.mark.compile
+def test_a_communicating_kernel_with_a_product_is_built_once():
+    """Relocatable device code (the SHMEM link) compiles the out-of-line device functions once, for the unbounded
+    kernel's registers, and ptxas refuses them to a kernel bounded to three blocks per multiprocessor: a
+    communicating kernel with products has one build, and it links."""
+    source = dace_cpufree.kernel_source(sp.product_in_ring, shmem_transport="proxy")
+    assert f"{source.kernel}_bounded" not in source.code
+    library = build(source.code, "nvshmem_product", "cuda", shmem=True, environments=source.environments)
+    assert library.stat().st_size > 0
+
+
 def _symbols(library, defined=True):
     flag = "--defined-only" if defined else "--undefined-only"
     return subprocess.run(["nm", "-D", flag, str(library)], capture_output=True, text=True, check=True).stdout

@@ -298,8 +298,8 @@ CHOOSE_BUILD = """
 def kernel_builds(
     kernel: str, items: list, args: list, race_check: bool, dialect: str, direct_stores: bool, shmem: bool
 ):
-    """The kernel's declaration head (up to its parameters), and for the templates: the kernels after its body
-    (``wrappers``), the launcher's occupancy query of the bounded kernel (``bounded``) and its choice (``choose``),
+    """The kernel's declaration head (up to its parameters), the kernels after its body, and for ``HOST_TEMPLATE``
+    the launcher's occupancy query of the bounded kernel (``bounded``) and its choice (``choose``); the last three
     empty for a kernel built once. ``items``: the kernel IR's items, whose library calls state the block size they
     are built for and their output tiles (``ir.Item.tiles``), which the launcher can count only from its parameters
     (``args``); ``direct_stores``: the kernel is declared ``CPUFREE_FULL_BLOCKS``; ``shmem``: the kernel links the
@@ -310,14 +310,17 @@ def kernel_builds(
     threads = {i.block_threads for i in calls}
     tiles = [i.tiles for i in calls if i.tiles and i.tile_symbols <= {a.name for a in args}]
     if len(threads) != 1 or dialect != "cuda" or bounds or shmem or len(tiles) != len(calls):
-        return f"__global__ void {bounds}{kernel}", dict(wrappers="", bounded="", choose="")
+        return f"__global__ void {bounds}{kernel}", "", dict(bounded="", choose="")
     params = ", ".join(a.kernel_decl(race_check) for a in args)
     names = ", ".join(a.name for a in args)
     wrappers = BUILDS.format(kernel=kernel, params=params, args=names, need=next(iter(threads)))
-    return f"__device__ __forceinline__ void {kernel}_body", dict(
-        wrappers=wrappers,
-        bounded=BOUNDED_BUILD.format(kernel=kernel),
-        choose=CHOOSE_BUILD.format(kernel=kernel, tiles=largest(tiles)),
+    return (
+        f"__device__ __forceinline__ void {kernel}_body",
+        wrappers,
+        dict(
+            bounded=BOUNDED_BUILD.format(kernel=kernel),
+            choose=CHOOSE_BUILD.format(kernel=kernel, tiles=largest(tiles)),
+        ),
     )
 
 

@@ -37,7 +37,7 @@ KERNEL_TEMPLATE = """\
     const unsigned int __block = blockIdx.x, __blocks = gridDim.x;
 {symbols}
 {scopes}{body}
-}}{builds}
+}}{wrappers}
 """
 
 
@@ -323,7 +323,7 @@ def generate(
     headers += [h for env in environments for h in getattr(dace.library.get_environment(env), "kernel_headers", [])]
     includes = chan.shmem_define(facts, shmem, direct_stores) + "".join(f"#include <{h}>\n" for h in headers)
     items = list(ir.items(root))
-    head, builds = host.kernel_builds(kernel, items, args, race_check, dialect.name, direct_stores, shmem)
+    head, wrappers, launch = host.kernel_builds(kernel, items, args, race_check, dialect.name, direct_stores, shmem)
     code = KERNEL_TEMPLATE.format(
         includes=includes,
         globals=scope_globals
@@ -333,7 +333,7 @@ def generate(
         sdfg=sdfg.name,
         grid=chan.grid_declaration(facts),
         head=head,
-        builds=builds.pop("wrappers"),
+        wrappers=wrappers,
         params=",\n    ".join(a.kernel_decl(race_check) for a in args),
         symbols="\n".join(symbols),
         scopes="".join(line + "\n" for line in scope_lines),
@@ -347,7 +347,7 @@ def generate(
     host_params = [a for a in args if a.kind != "workspace"]
     code += HOST_TEMPLATE.format(
         kernel=kernel,
-        **builds,
+        **launch,
         params=", ".join(a.decl for a in host_params) or "void",
         work=f"cpufree_max_work({{{work}}})" if work != "0" else "0",
         need_block=need_block,

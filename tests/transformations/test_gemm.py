@@ -115,14 +115,18 @@ def test_products_counted_from_values_the_launcher_lacks_keep_one_build():
     calls = [
         dataclasses.replace(i, tile_symbols=i.tile_symbols | {"inner"}) if i.collective else i for i in items(source)
     ]
-    head, builds = host.kernel_builds(source.kernel, calls, source.args, False, "cuda", False, False)
+    head, wrappers, launch = host.kernel_builds(source.kernel, calls, source.args, False, "cuda", False, False)
     assert head == f"__global__ void {source.kernel}"
-    assert builds == dict(wrappers="", bounded="", choose="")
-    head, builds = host.kernel_builds(source.kernel, list(items(source)), source.args, False, "cuda", False, False)
-    assert head.endswith("_body") and builds["choose"]
+    assert (wrappers, launch) == ("", dict(bounded="", choose=""))
+    head, wrappers, launch = host.kernel_builds(
+        source.kernel, list(items(source)), source.args, False, "cuda", False, False
+    )
+    assert head.endswith("_body") and launch["choose"]
     # a kernel linked with relocatable device code (SHMEM) is built once
-    head, builds = host.kernel_builds(source.kernel, list(items(source)), source.args, False, "cuda", False, True)
-    assert head == f"__global__ void {source.kernel}" and not builds["wrappers"]
+    head, wrappers, launch = host.kernel_builds(
+        source.kernel, list(items(source)), source.args, False, "cuda", False, True
+    )
+    assert head == f"__global__ void {source.kernel}" and not wrappers
 
 
 def test_a_batch_sharing_its_right_matrix_is_one_product():

@@ -103,6 +103,8 @@ class ChannelFacts:
     #: in a program that communicates: each wait for a peer's signal by its number (what a hang report names), as
     #: ``"flags[0] at file:line"``; numbers 0 and 1 are an Allreduce's and a PE barrier's waits
     waits: dict = field(default_factory=dict)
+    #: cancel point number -> its program line, for points inside a step (a tile barrier between fused steps)
+    site_sources: dict = field(default_factory=dict)
 
     @property
     def ring_end(self) -> int:
@@ -224,18 +226,51 @@ def grid_declaration(channel: ChannelFacts | None) -> str:
     return "cg::grid_group __grid = cg::this_grid();"
 
 
-def sync_lines(channel: ChannelFacts | None, label: str) -> tuple[list[str], list[str]]:
-    """Lines before and after a grid sync before ``label``: a cancel point, and the shared decision."""
+def sync_lines(channel: ChannelFacts | None, label: str, grid: bool = True, item: ir.Item | None = None) -> list[str]:
+    """A grid sync (``grid``) or block barrier before ``label`` (of ``item``), with the channel's part: a grid sync is a
+    cancel point with the shared decision after it (inside a loop that reports progress, with the loop's position:
+    ``item.progress_at``), or ``item.plain_sync`` (``loop_points``: another sync of the iteration is one) only
+    counted; in debug mode a block barrier is the channel's, which reports a thread that does not arrive
+    (``cpufree::channel::block_sync``), and the threads leave the kernel once it hung."""
     if channel is None:
-        return [], []
-    site = channel.site(f"grid sync before {label}")
+        return ["__grid.sync();" if grid else "__syncthreads();"]
+    if grid and item is not None and item.plain_sync and channel.debug_waits is None:
+        return ["__grid.sync();", "CPUFREE_CHANNEL_PLAIN_SYNC()"]
+    site = channel.site(f"{'grid sync' if grid else 'block barrier'} before {label}")
     channel.site_steps[site] = label
-    return [f"CPUFREE_CHANNEL_BEFORE_SYNC({site})"], ["CPUFREE_CHANNEL_AFTER_SYNC()"]
+    if grid:
+        at = item.progress_at if item is not None else None
+        check = f"CPUFREE_CHANNEL_BEFORE_SYNC_AT({site}, {at})" if at else f"CPUFREE_CHANNEL_BEFORE_SYNC({site})"
+        return [check, "__grid.sync();", "CPUFREE_CHANNEL_AFTER_SYNC()"]
+    if channel.debug_waits is None:
+        return ["__syncthreads();"]
+    return [f"cpufree::channel::block_sync({site}, __grid.passed);", *_left_when_hung(site)]
+
+
+def _left_when_hung(site: int) -> list[str]:
+    return [
+        "if (cpufree::channel::hung()) {",
+        f"    cpufree::channel::stopped(__tid, {site}, __grid.passed);",
+        "    return;",
+        "}",
+    ]
+
+
+def tile_sync(channel: ChannelFacts | None, where: str, source: str) -> str:
+    """The barrier of a tile's lanes between two steps of a fused row group (``where``: before which, ``source``:
+    its program line): in debug mode the channel's, which reports a lane that does not arrive
+    (``cpufree::channel::tile_sync``)."""
+    if channel is None or channel.debug_waits is None:
+        return "__tile.sync();"
+    site = channel.site(f"tile barrier {where}")
+    channel.site_sources[site] = source
+    return f"cpufree::channel::tile_sync(__tile, {site});"
 
 
 def loop_head(channel: ChannelFacts, label: str, progress: bool) -> ir.Item:
-    """The first item of a loop's body: a cancel point, and with ``progress`` the iteration counted (the total is
-    the leader's since ``loop_begin``; :func:`settle_progress` chooses how it is shown)."""
+    """The first item of a loop's body: a cancel point (its first line), and with ``progress`` the iteration counted
+    (its last line; the total is the leader's since ``loop_begin``). ``loop_points`` settles both once the grid
+    syncs are placed."""
     site = channel.site(f"head of loop {label}")
     code = [f"CPUFREE_CHANNEL_POINT({site})"]
     if progress:
@@ -249,32 +284,18 @@ TICK_SHOWN = "if (__tid == 0) cpufree::channel::loop_tick(__cpufree_leader);"
 TICK_COUNTED = "if (__tid == 0) cpufree::channel::loop_count(__cpufree_leader);"
 
 
-def settle_progress(root) -> None:
-    """After the grid syncs are placed: a progress loop with a grid sync in its body has its iterations shown at
-    the looks of the cancel path (at most CPUFREE_CHANNEL_MAX_APART grid syncs apart), so its head only counts
-    them. A store of its own in the loop, however rarely it runs, cost a Jacobi 2-D step at NPBench's S size
-    0.25 us of its 2.8 us on an H100 (docs/channel.md)."""
-    for seq in ir.seqs(root):
-        for loop in seq.children:
-            if not (isinstance(loop, ir.Loop) and loop.progress):
-                continue
-            head = loop.body.children[0]  # loop_head's item: its tick is its last line
-            parts = [p for p in (loop.cond, loop.body, loop.update) if p is not None]  # not init: it runs once
-            if any(i.sync_before for p in parts for i in ir.items(p)):
-                head.code[-1] = TICK_COUNTED
-
-
-def loop_bracket(label: str, total: str | None) -> tuple[ir.Item, ir.Item]:
-    """Items before and after a loop that reports progress: iteration 0 of ``total``, and the last."""
-    total = total or "0"
+def loop_bracket(label: str, counted: tuple | None, var: str | None) -> tuple[ir.Item, ir.Item]:
+    """Items before and after a loop that reports progress: iteration 0, and the last. ``counted``: C++ of its
+    iteration count, first value and stride where its range is known, and ``var`` its variable (the position the
+    looks read); otherwise the leader counts the iterations begun (``Leader::ticks``) and no total is known."""
+    total, start, stride = counted if counted and var else ("0", "1", "1")
+    at = var if counted and var else "__cpufree_leader.ticks + 1"  # one past the last iteration
     begin = ir.Item(
         f"progress before {label}",
-        [f"if (__tid == 0) cpufree::channel::loop_begin({total}, __cpufree_leader);"],
+        [f"if (__tid == 0) cpufree::channel::loop_begin({total}, {start}, {stride});"],
         executor=EVERY,
     )
-    end = ir.Item(
-        f"progress after {label}", ["if (__tid == 0) cpufree::channel::loop_end(__cpufree_leader);"], executor=EVERY
-    )
+    end = ir.Item(f"progress after {label}", [f"if (__tid == 0) cpufree::channel::loop_end({at});"], executor=EVERY)
     return begin, end
 
 

@@ -52,6 +52,8 @@ class Item:
     work: str | None = None
     sync_before: bool = False
     bar_before: bool = False  # a block barrier before it (an EACH item's effect is needed; no grid sync is)
+    plain_sync: bool = False  # with the channel: its grid sync is not a cancel point (``loop_points``)
+    progress_at: str | None = None  # ... and is: the position of the loop that reports progress there
     strategy: str = ""  # how the work is mapped to threads, for `dace-cpufree inspect`
     block: int = 0  # the block (modulo the grid) that runs a BLOCK or THREAD item (EACH: the warp); the leader's is 0
     regions: tuple = ()  # (container, "R"/"W", subset) of a BLOCK/THREAD item: finer than reads/writes
@@ -102,7 +104,8 @@ class Loop:
     update_before_condition: bool = True
     # the symbols that interstate assignments inside the loop set (loop variables aside)
     assigned: frozenset = frozenset()
-    progress: bool = False  # the channel reports its iterations as progress (``channel.settle_progress``)
+    progress: bool = False  # the channel reports its iterations as progress (``loop_points``)
+    progress_var: str | None = None  # ... read from this variable at the looks (``loop_points``)
 
 
 @dataclass(eq=False)

@@ -19,6 +19,7 @@ from .context import KernelContext, symbol_ctype
 from .dialect import Dialect
 from .expressions import kernel_symbols
 from .host import HOST_TEMPLATE, SHMEM_HEADER, SHMEM_HOST_TEMPLATE, STEP_TIMES_HOST, largest, workspace_code
+from .loop_points import settle_loop_points
 from .lower import lower_sdfg
 from .parts import block_scopes, in_part, scope_code, strategy
 from .rows import fuse_rows
@@ -128,12 +129,11 @@ class Printer:
     def _between(self) -> list[str]:
         return ["__cpufree_times.mark(0);"] if self.timed else []
 
-    def _synced(self, grid: bool, label: str) -> list[str]:
-        """A grid sync (``grid``) or block barrier before ``label``, timed on its own when ``timed``."""
-        sync, kind = ("__grid.sync();", "grid sync") if grid else ("__syncthreads();", "block barrier")
+    def _synced(self, grid: bool, label: str, item: ir.Item | None = None) -> list[str]:
+        """A grid sync (``grid``) or block barrier before ``label`` (of ``item``), timed if asked."""
         self.grid_syncs += grid
-        before, after = chan.sync_lines(self.channel, label) if grid else ([], [])
-        return self._between() + before + [sync] + after + self._mark(f"{kind} before {label}")
+        lines = chan.sync_lines(self.channel, label, grid, item)
+        return self._between() + lines + self._mark(f"{'grid sync' if grid else 'block barrier'} before {label}")
 
     def node(self, node, depth: int) -> list[str]:
         if isinstance(node, ir.Item):
@@ -152,7 +152,7 @@ class Printer:
 
     def item(self, item: ir.Item, depth: int) -> list[str]:
         if item.sync_before:
-            lines = self._synced(True, item.label)
+            lines = self._synced(True, item.label, item)
         elif item.bar_before:
             lines = self._synced(False, item.label)
         else:
@@ -173,7 +173,7 @@ class Printer:
         return "" if item is None else " ".join(item.code).rstrip(";")
 
     def _sync(self, item: ir.Item | None, depth: int) -> list[str]:
-        return _pad(self._synced(True, item.label), depth) if item is not None and item.sync_before else []
+        return _pad(self._synced(True, item.label, item), depth) if item and item.sync_before else []
 
     def loop(self, loop: ir.Loop, depth: int) -> list[str]:
         self.loops += 1
@@ -206,8 +206,8 @@ class Printer:
 
     def branch(self, branch: ir.Branch, depth: int) -> list[str]:
         out = []
-        if any(c is not None and c.sync_before for c in branch.conds):
-            out += _pad(self._synced(True, self._branch_label(branch)), depth)
+        if synced := [c for c in branch.conds if c is not None and c.sync_before]:
+            out += _pad(self._synced(True, self._branch_label(branch), synced[0]), depth)  # alike (loop_points)
         elif any(c is not None and c.bar_before for c in branch.conds):
             out += _pad(self._synced(False, self._branch_label(branch)), depth)
         for k, (cond, body) in enumerate(zip(branch.conds, branch.bodies)):
@@ -282,12 +282,12 @@ def generate(
             root, lambda loop: Printer(race_check=race_check).node(loop, 0), lambda s: symbol_ctype(sdfg, s)
         )
     )
-    fuse_rows(root, ctx)
+    fuse_rows(root, ctx, facts)
     if concurrent_steps:
         split_independent(root, 1 + max((i.part.scope for i in ir.items(root) if i.part is not None), default=-1))
     place_grid_syncs(root)
     if facts is not None:
-        chan.settle_progress(root)
+        settle_loop_points(root, facts)
     kernel = f"cpufree_{sdfg.name}_kernel"
     args = ctx.args
     arg_names = {a.name for a in args}

@@ -111,19 +111,21 @@ def _in_part(items: list, part: BlockPart | None) -> list:
     return items
 
 
-def _trip_count(ctx: KernelContext, loop: LoopRegion) -> str | None:
-    """C++ text of a loop's iteration count where DaCe's loop analysis finds its range, else ``None``."""
+def _progress_range(loop: LoopRegion) -> tuple[str, str, str] | None:
+    """C++ text of a loop's iteration count, first value and stride where DaCe's loop analysis finds its range and
+    the loop has a variable, else ``None``."""
     found = loop_range(loop)
-    if found is None:
+    if found is None or not loop.loop_variable:
         return None
     start, end, stride = found
-    return f"cpufree::channel::trip_count({cexpr(start)}, {cexpr(end)}, {cexpr(stride)})"
+    total = f"cpufree::channel::trip_count({cexpr(start)}, {cexpr(end)}, {cexpr(stride)})"
+    return total, cexpr(start), cexpr(stride)
 
 
 def _channel_loop(ctx: KernelContext, loop: LoopRegion, channel: Channel) -> ir.Seq | ir.Loop:
     """A loop with a cancel point at the head of its body; a top-level one reporting progress if asked."""
     progress = channel.spec.progress_loops and channel.depth == 0
-    total = _trip_count(ctx, loop) if progress else None
+    counted = _progress_range(loop) if progress else None
     channel.depth += 1
     try:
         lowered = _lower_loop(ctx, loop, channel)
@@ -133,7 +135,8 @@ def _channel_loop(ctx: KernelContext, loop: LoopRegion, channel: Channel) -> ir.
     lowered.progress = progress
     if not progress:
         return lowered
-    begin, end = chan.loop_bracket(loop.label, total)
+    lowered.progress_var = str(loop.loop_variable) if counted else None
+    begin, end = chan.loop_bracket(loop.label, counted, lowered.progress_var)
     return ir.Seq([begin, lowered, end])
 
 

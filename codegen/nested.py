@@ -201,6 +201,12 @@ class _Printer:
         raise NotPersistableError(f"'{block.label}' ({type(block).__name__}) inside a parallel loop is not supported.")
 
     def loop(self, loop: LoopRegion) -> list[str]:
+        var = loop.loop_variable
+        if var and var not in self.ctx.sdfg.symbols:  # DaCe lists no symbol for a variable the body never reads
+            return ["{", f"long long {var};"] + indent(self._loop(loop)) + ["}"]
+        return self._loop(loop)
+
+    def _loop(self, loop: LoopRegion) -> list[str]:
         init = self._code(loop.init_statement.as_string).rstrip(";") if loop.init_statement else ""
         update = self._code(loop.update_statement.as_string).rstrip(";") if loop.update_statement else ""
         cond = self._code(loop.loop_condition.as_string)

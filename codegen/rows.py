@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import dace
 import sympy
 
+from . import channel as chan
 from . import ir
 from .captures import pointers
 from .expressions import INDEX_T, same_value
@@ -144,13 +145,14 @@ def _groups(children: list) -> list[tuple[int, int, list]]:
     return out
 
 
-def _fused_item(items: list[ir.Item], forms: list[RowForm], ctx) -> ir.Item:
+def _fused_item(items: list[ir.Item], forms: list[RowForm], ctx, channel) -> ir.Item:
     anchor = next(f for f in forms if f.reduction)
     rows = [f"__g{j}" for j in range(len(anchor.outer))]
+    label = "rows " + " + ".join(i.label.removeprefix("map ") for i in items)
     body = []
     for n, (item, form) in enumerate(zip(items, forms)):
         if n:
-            body.append("__tile.sync();")
+            body.append(chan.tile_sync(channel, f"before {item.label} in {label}", item.source))
         alias = [f"const {INDEX_T} {p} = {g};" for p, g in zip(form.outer, rows) if p != g]
         body += [f"{{  // {item.label}"] + indent(item.row.prelude + alias + form.lines()) + ["}"]
     bound = max((f.bound or 1024) if f.reduction else 0 for f in forms)
@@ -167,7 +169,7 @@ def _fused_item(items: list[ir.Item], forms: list[RowForm], ctx) -> ir.Item:
     )
     work = next(i.work for i, f in zip(items, forms) if f is anchor)
     return ir.Item(
-        "rows " + " + ".join(i.label.removeprefix("map ") for i in items),
+        label,
         ["{"] + indent(code) + ["}"],
         reads,
         writes,
@@ -189,9 +191,9 @@ def _flatten(seq: ir.Seq) -> list:
     return out
 
 
-def fuse_rows(node, ctx) -> int:
+def fuse_rows(node, ctx, channel=None) -> int:
     """Fuses the row-local groups under ``node`` (the kernel IR of ``ctx``, a ``KernelContext``) in place; returns
-    how many groups it made."""
+    how many groups it made. ``channel``: the kernel's channel facts (its tile barriers in debug mode)."""
     made = 0
     if isinstance(node, ir.Seq):
         children = _flatten(node)
@@ -200,17 +202,17 @@ def fuse_rows(node, ctx) -> int:
             out, pos = [], 0
             for start, end, forms in groups:
                 out += children[pos:start]
-                out.append(_fused_item(children[start:end], forms, ctx))
+                out.append(_fused_item(children[start:end], forms, ctx, channel))
                 pos = end
             node.children = out + children[pos:]
             made += len(groups)
         for child in node.children:
             if not isinstance(child, ir.Item):
-                made += fuse_rows(child, ctx)
+                made += fuse_rows(child, ctx, channel)
     elif isinstance(node, ir.Loop):
-        made += fuse_rows(node.body, ctx)
+        made += fuse_rows(node.body, ctx, channel)
     elif isinstance(node, ir.Branch):
-        made += sum(fuse_rows(b, ctx) for b in node.bodies)
+        made += sum(fuse_rows(b, ctx, channel) for b in node.bodies)
     elif isinstance(node, ir.Graph):
-        made += sum(fuse_rows(b, ctx) for b in node.blocks)
+        made += sum(fuse_rows(b, ctx, channel) for b in node.blocks)
     return made

@@ -89,14 +89,19 @@ class HostCallbackError(CpufreeError):
 
 
 class KernelHang(CpufreeError):
-    """A kernel built with ``debug_waits`` had a grid sync wait longer than its timeout (or its blocks meet at
-    different grid syncs): it reported where and stopped instead of hanging.
+    """A kernel built with ``debug_waits`` had a grid sync, block or tile barrier wait longer than its timeout (or its
+    blocks meet at different grid syncs): it reported where and stopped instead of hanging.
 
     :ivar site: the grid sync, e.g. ``"grid sync before map _Add__map"``; :ivar source: the step's program line.
     :ivar block: the block that waited (gave up); :ivar missing: the first block that was not at that sync
                  (``None``: unknown), :ivar missing_site: the grid sync it reached last (``None``: none).
+    :ivar thread: at a block or tile barrier: the first thread of ``block`` that did not arrive, and ``threads`` how
+                  many did not (``None``: not such a barrier, or unknown).
     """
 
-    def __init__(self, message: str, site: str, source: str, block: int, missing, missing_site):
+    def __init__(
+        self, message: str, site: str, source: str, block: int, missing, missing_site, thread=None, threads=None
+    ):
         super().__init__(message)
         self.site, self.source, self.block, self.missing, self.missing_site = site, source, block, missing, missing_site
+        self.thread, self.threads = thread, threads

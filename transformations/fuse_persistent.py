@@ -248,10 +248,13 @@ def _per_thread(nsdfg: nodes.NestedSDFG, state) -> bool:
 def check_loop_variables(sdfg: dace.SDFG) -> None:
     """Raises :class:`NotPersistableError` where a program reads a ``for`` loop's variable after the loop: Python
     leaves it at the last value, DaCe's loop (upstream DaCe's code and the kernel alike) one step past it, so the
-    result would differ from NumPy without a word. A variable the program also assigns itself is left alone."""
+    result would differ from NumPy without a word. A variable the program also assigns itself is left alone. Also
+    refused: nested loops with one variable (``for _ in``, twice), which DaCe runs as one variable, so the inner
+    loop moves the outer one's and the outer loop runs fewer iterations than in Python (upstream DaCe alike)."""
     for sd in sdfg.all_sdfgs_recursive():
         assigned = {k for e in sd.all_interstate_edges() for k in e.data.assignments}
         loops = [r for r in sd.all_control_flow_regions() if isinstance(r, LoopRegion) and r.loop_variable]
+        _check_nested_loop_variables(loops)
         for var in {str(loop.loop_variable) for loop in loops} - assigned:
             owners = [loop for loop in loops if str(loop.loop_variable) == var]
             for state in sd.states():
@@ -264,6 +267,20 @@ def check_loop_variables(sdfg: dace.SDFG) -> None:
                     f"the compiled loop one step past it. Fix: keep the value inside the loop (last = {var}), or "
                     "compute it from the loop's bounds."
                 )
+
+
+def _check_nested_loop_variables(loops: list) -> None:
+    for loop in loops:
+        var = str(loop.loop_variable)
+        for inner in loop.all_control_flow_regions():
+            if inner is loop or not isinstance(inner, LoopRegion) or str(inner.loop_variable) != var:
+                continue
+            where = next((w for w in map(_where, (n for n, _ in inner.all_nodes_recursive())) if w), "")
+            raise NotPersistableError(
+                f"a loop over '{var}'{where} is nested in another loop over '{var}': DaCe runs both with one "
+                "variable, so the inner loop moves the outer one's and the outer loop runs fewer iterations than in "
+                "Python. Fix: give the inner loop a variable of its own (for u in range(...))."
+            )
 
 
 def check_persistable(sdfg: dace.SDFG) -> None:

@@ -93,8 +93,12 @@ class ChannelHost:
         """A cancel point by number, with the program line of the step after it where known."""
         if not 0 <= site < len(self.facts.sites):
             return f"cancel point {site}"
-        source = self.step_sources.get(self.facts.site_steps.get(site, ""), "")
+        source = self.site_source(site)
         return self.facts.sites[site] + (f" ({source})" if source else "")
+
+    def site_source(self, site: int) -> str:
+        """The program line of a cancel point's step ("": unknown)."""
+        return self.facts.site_sources.get(site) or self.step_sources.get(self.facts.site_steps.get(site, ""), "")
 
     def set(self, name: str, value: int) -> None:
         self.words[self._at[name]] = value

@@ -14,6 +14,8 @@ def hang_report(host) -> KernelHang | None:
         return None
     if host.hang_word("KIND") == 3:
         return _wait_report(host)
+    if host.hang_word("KIND") in (4, 5, 6):
+        return _barrier_report(host)
     site = host.hang_word("SITE") - 1
     where = host.site_text(site)
     block, arrived, grid = host.hang_word("BLOCK"), host.hang_word("ARRIVED"), host.hang_word("GRID")
@@ -45,7 +47,7 @@ def hang_report(host) -> KernelHang | None:
         "spin on a flag) before that step that never ends; if the program has none, the generator placed the "
         "sync wrongly: report the program.",
         facts.sites[site] if 0 <= site < len(facts.sites) else str(site),
-        host.step_sources.get(facts.site_steps.get(site, ""), ""),
+        host.site_source(site),
         block,
         missing if missing >= 0 else None,
         None if missing_site <= 0 else facts.sites[missing_site - 1],
@@ -72,4 +74,46 @@ def _wait_report(host) -> KernelHang:
         block,
         None,
         None,
+    )
+
+
+def _barrier_report(host) -> KernelHang:
+    """A block barrier (kind 4, or 6: the one each block makes at a grid sync) or a tile barrier (kind 5) that a
+    thread of the block did not reach in time."""
+    facts = host.facts
+    site = host.hang_word("SITE") - 1
+    block, arrived, size = host.hang_word("BLOCK"), host.hang_word("ARRIVED"), host.hang_word("GRID")
+    missing, first, syncs = host.hang_word("MISSING"), host.hang_word("MISSING_SITE"), host.hang_word("SYNCS")
+    kind = host.hang_word("KIND")
+    tile = kind == 5
+    where = ("block barrier of the " if kind == 6 else "") + host.site_text(site)  # 6: before a grid sync
+    who = (
+        f"threads {first}-{first + size - 1} of block {block} (a tile)"
+        if tile
+        else f"the {size} threads of block {block}"
+    )
+    after = f" (after {syncs} grid syncs)" if syncs >= 0 else ""
+    absent = size - arrived
+    late = (
+        "a thread did not arrive"
+        if missing < 0
+        else f"thread {missing} did not arrive"
+        if absent == 1
+        else f"{absent} threads did not arrive, the first thread {missing} (a thread's warp waits for it where "
+        "their paths join, so one late thread keeps the rest of its warp away)"
+    )
+    timeout = facts.debug_waits * (1.125 if tile else 1.25)
+    return KernelHang(
+        f"{host.program}: hang: {late}: {arrived} of {who} waited more than {timeout:g} s at the {where}{after}. "
+        "The kernel stopped there instead of hanging. Fix: that thread runs much longer than its block (a loop "
+        "whose bound depends on the element, e.g. a while loop that does not end for some values) or waits for "
+        "something that never comes; if the program has none, the generator placed the barrier wrongly: report "
+        "the program.",
+        facts.sites[site] if 0 <= site < len(facts.sites) else str(site),
+        host.site_source(site),
+        block,
+        None,
+        None,
+        thread=missing if missing >= 0 else None,
+        threads=absent if missing >= 0 else None,
     )

@@ -104,9 +104,32 @@ def _progress_heads(program):
     return [loop.body.children[0] for loop in loops]
 
 
-def test_a_loop_with_grid_syncs_counts_its_progress_and_the_looks_show_it():
-    heads = _progress_heads(jacobi_plain)
-    assert len(heads) == 1 and heads[0].code[-1] == chan.TICK_COUNTED  # no store of its own in the loop
+@dace.program
+def halving(A: dace.float64[N], B: dace.float64[N]):
+    while A[0] > 1.0:
+        B[1:-1] = 0.5 * (A[:-2] + A[2:])
+        A[:] = 0.5 * A
+
+
+def test_a_loop_with_grid_syncs_has_its_progress_read_at_the_looks():
+    """A loop with a variable of known range: the looks read its progress from the variable, and the loop counts
+    nothing (its head keeps no code: its cancel point is the grid sync that opens the body). Without one (a while
+    loop) its head counts the iterations begun, and the looks read that count."""
+    root = dace_cpufree.kernel_source(jacobi_plain, progress=True).kernel_ir
+    (loop,) = [n for seq in ir.seqs(root) for n in seq.children if isinstance(n, ir.Loop) and n.progress]
+    assert loop.progress_var == "_" and loop.body.children[0].code == []
+    assert {i.progress_at for i in ir.items(loop) if i.sync_before} == {"_"}
+    heads = _progress_heads(halving)
+    assert len(heads) == 1 and heads[0].code[-1] == chan.TICK_COUNTED
+    run = dace_cpufree.compile(halving, backend="emulate", progress=True)
+    seen = []
+    run.on_progress(lambda done, total: seen.append((done, total)))
+    A, B = np.full(16, 1024.0), np.zeros(16)
+    run(A, B)
+    assert A[0] == 1.0 and seen[-1] == (10, 0)  # ten iterations, no total known
+
+
+def test_a_loop_without_grid_syncs_counts_its_progress():
     heads = _progress_heads(scalar_recurrence)  # one thread's loop: no grid sync, so no looks
     assert len(heads) == 1 and heads[0].code[-1] == chan.TICK_SHOWN
     run = dace_cpufree.compile(scalar_recurrence, backend="emulate", progress="text")
@@ -172,8 +195,11 @@ def test_timeout_then_a_correct_run():
 
 def test_a_cancel_leaves_at_the_first_cancel_point_after_a_look(plain):
     """Every thread reads a look's word at its first cancel point after the look's grid sync and stops there, and the
-    stop reports the syncs passed at that look: after a step's first grid sync the point is the grid sync before its
-    second map (an odd count), after its second the head of the time loop (an even count)."""
+    stop reports the grid syncs it passed. A step of this loop has two grid syncs, of which the first, opening the
+    body, is the one cancel point (loop_points): a look is one of those, so the next is a step later, after an even
+    count."""
+    sites = plain.source.channel.sites
+    assert [s.split(" ")[0] for s in sites] == ["head", "grid"]  # the head's point is left out: the sync opens the body
     for delay in (0.1, 0.2, 0.3):
         A, B = inputs()
         timer = threading.Timer(delay, plain.cancel)
@@ -181,8 +207,8 @@ def test_a_cancel_leaves_at_the_first_cancel_point_after_a_look(plain):
         with pytest.raises(dace_cpufree.KernelCancelled) as err:
             plain(A, B, 10**9)
         timer.join()
-        assert err.value.syncs > 0
-        assert ("head of loop" in err.value.site) == (err.value.syncs % 2 == 0), (err.value.site, err.value.syncs)
+        assert err.value.syncs > 0 and err.value.syncs % 2 == 0, err.value.syncs
+        assert err.value.site == sites[1], err.value.site
     check_correct(plain)
 
 

@@ -99,7 +99,8 @@ struct DeviceState {
 #endif
     long long looked;          // leader only: when it last looked at the stop requests (ns; 0: not yet)
     unsigned int apart;        // leader only: grid syncs between the last two looks
-    unsigned int syncs;        // leader only: grid syncs passed at the last look (what a stop reports)
+    long long loop_total;      // leader only: iterations of the loop that reports progress (-1: none running)
+    long long loop_start, loop_stride;  // leader only: its position `at` is iteration (at - start) / stride
 #if defined(CPUFREE_CHANNEL_SHMEM)
     unsigned long long barriers;  // leader only: PE barriers passed in this launch
 #endif
@@ -177,18 +178,18 @@ __device__ inline void start() {
     s.seen = 0;
     s.looked = 0;
     s.apart = 1;
-    s.syncs = 0;
+    s.loop_total = -1;
 #if defined(CPUFREE_CHANNEL_SHMEM)
     s.barriers = 0;
 #endif
 }
 
-// The progress of a loop, counted by the leader in registers (declared by CPUFREE_CHANNEL_BEGIN). The rest of the
-// leader's state lies in device memory (DeviceState): read at the looks only, in the same round trip as the stop
-// requests, it keeps registers free in every thread between looks.
+// The iterations of a loop that reports progress and has no variable with a known range, counted in a register
+// (declared by CPUFREE_CHANNEL_BEGIN); a loop with one is read from its variable at the looks, and counts nothing.
+// The rest of the leader's state lies in device memory (DeviceState): read at the looks only, in the same round trip
+// as the stop requests, it keeps registers free in every thread between looks.
 struct Leader {
-    long long ticks = 0;         // iterations of the loop that reports progress
-    long long total = -1;        // its iteration count (-1: no such loop running)
+    long long ticks = 0;
 };
 
 // The stop requests are looked at only at some grid syncs, "looks", about CPUFREE_CHANNEL_POLL_NS apart: before the
@@ -222,10 +223,12 @@ __device__ __noinline__ void tell_peers() {
 }
 #endif
 
-__device__ inline void publish(unsigned int left, const Leader &l) {
+// `at`: the position of the loop that reports progress (its variable, or its count of iterations begun).
+__device__ inline void publish(unsigned int left, long long at) {
     DeviceState &s = cpufree_channel_state;
     const long long looked = s.looked;  // all loads first: one round trip to memory
-    const unsigned int last = s.apart, syncs = s.syncs;
+    const unsigned int last = s.apart;
+    const long long total = s.loop_total, from = s.loop_start, stride = s.loop_stride;
     const volatile DeviceState &asked = s;
     const bool own = (asked.cancel | asked.seen) != 0;
 #if defined(CPUFREE_CHANNEL_SHMEM)
@@ -245,8 +248,7 @@ __device__ inline void publish(unsigned int left, const Leader &l) {
     }
     s.looked = t;
     s.apart = apart;
-    s.syncs = syncs + last;  // this look's grid sync: `last` syncs after the one before
-    if (l.total >= 0) progress(l.ticks > 0 ? l.ticks - 1 : 0, l.total);  // a loop's progress, shown at the looks
+    if (total >= 0 && stride != 0) progress((at - from) / stride, total);  // a loop's progress, shown at the looks
     const unsigned int slot = (left >> 1) & 1u;
     reinterpret_cast<volatile unsigned int *>(s.slot)[slot] = stop ? 1u : apart << 2 | (slot ^ 1u) << 1;
 }
@@ -267,9 +269,6 @@ __device__ inline void stopped(long long tid, int site, unsigned int syncs) {
 #endif
     w[CPUFREE_CHANNEL_STOPPED] = site + 1;
     fence_system();
-}
-__device__ inline void stopped(long long tid, int site) {
-    if (tid == 0) stopped(tid, site, cpufree_channel_state.syncs);
 }
 
 // progress(done, total) from one thread; no fence: the host reads the latest values it sees, in any order.
@@ -293,18 +292,24 @@ __device__ inline long long trip_count(long long start, long long end, long long
 #ifndef CPUFREE_CHANNEL_PROGRESS_EVERY
 #define CPUFREE_CHANNEL_PROGRESS_EVERY 4096
 #endif
-__device__ inline void loop_begin(long long total, Leader &l) {
-    l.ticks = 0;
-    l.total = total;
+// `start`, `stride`: how the loop's position (CPUFREE_CHANNEL_BEFORE_SYNC_AT) counts its iterations; the loop's
+// variable's range, or 1 and 1 for the count of iterations begun (`ticks`).
+__device__ inline void loop_begin(long long total, long long start, long long stride) {
+    DeviceState &s = cpufree_channel_state;
+    s.loop_total = total;
+    s.loop_start = start;
+    s.loop_stride = stride;
     progress(0, total);
 }
 __device__ inline void loop_tick(Leader &l) {
-    if (++l.ticks % CPUFREE_CHANNEL_PROGRESS_EVERY == 0) progress(l.ticks - 1, l.total);
+    if (++l.ticks % CPUFREE_CHANNEL_PROGRESS_EVERY == 0) progress(l.ticks - 1, cpufree_channel_state.loop_total);
 }
 __device__ inline void loop_count(Leader &l) { ++l.ticks; }
-__device__ inline void loop_end(Leader &l) {
-    progress(l.ticks, l.total);
-    l.total = -1;
+// After the loop: `at` its position one past the last iteration.
+__device__ inline void loop_end(long long at) {
+    DeviceState &s = cpufree_channel_state;
+    if (s.loop_stride != 0) progress((at - s.loop_start) / s.loop_stride, s.loop_total);
+    s.loop_total = -1;
 }
 
 // notify(tag, value) from any thread: a record in the ring, or a count of the dropped ones when it is full.
@@ -484,111 +489,11 @@ static inline void answer(long long request, long long status) {
 }
 #endif  // CPUFREE_CHANNEL_CALL_REQ
 
+}  // namespace cpufree::channel
 #if defined(CPUFREE_CHANNEL_HANG_SITE)
-// ---- debug waits: a grid barrier whose waiters time out ----------------------------------------------------------
-__device__ inline int hung() { return reinterpret_cast<volatile int *>(&cpufree_debug_barrier.failed)[0]; }
-
-// The first block to give up writes the report (kind 0: it timed out, 1: the blocks met at different grid syncs,
-// 2: the race checker saw that the barrier can never complete): where it waited, how many blocks had arrived, and the first block
-// that had not (or that waits at another grid sync) with the grid sync it reached last.
-__device__ inline void report_hang(int kind, int site, unsigned int passed, unsigned int arrived) {
-    DebugBarrier &b = cpufree_debug_barrier;
-#if defined(CPUFREE_EMULATE)
-    int expected = 0;
-    if (!__atomic_compare_exchange_n(&b.failed, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return;
-#else
-    if (atomicCAS(&b.failed, 0, 1) != 0) return;
+#include <cpufree/debug_waits.cuh>
 #endif
-    volatile long long *w = cpufree_channel;
-    const unsigned int blocks = gridDim.x < CPUFREE_DEBUG_BLOCKS ? gridDim.x : CPUFREE_DEBUG_BLOCKS;
-    long long missing = -1, missing_site = 0, missing_passed = 0;
-    volatile int *where = b.site;
-    volatile unsigned int *when = b.passed;
-    for (unsigned int k = 0; k < blocks; ++k) {
-        if (where[k] != site + 1 || when[k] != passed) {
-            missing = k;
-            missing_site = where[k];
-            missing_passed = when[k];
-            break;
-        }
-    }
-    w[CPUFREE_CHANNEL_HANG_BLOCK] = blockIdx.x;
-    w[CPUFREE_CHANNEL_HANG_ARRIVED] = arrived;
-    w[CPUFREE_CHANNEL_HANG_GRID] = gridDim.x;
-    w[CPUFREE_CHANNEL_HANG_MISSING] = missing;
-    w[CPUFREE_CHANNEL_HANG_MISSING_SITE] = missing_site;
-    w[CPUFREE_CHANNEL_HANG_MISSING_SYNCS] = missing_passed;
-    w[CPUFREE_CHANNEL_HANG_SYNCS] = passed;
-    w[CPUFREE_CHANNEL_HANG_KIND] = kind;
-    fence_system();
-    w[CPUFREE_CHANNEL_HANG_SITE] = site + 1;
-    fence_system();
-}
-
-// `__grid` of a kernel built with debug waits. `site` is set before each sync (CPUFREE_CHANNEL_BEFORE_SYNC).
-struct DebugGrid {
-    int where = -1;  // the cancel point number of the grid sync being made
-    unsigned int passed = 0;  // grid syncs this thread has passed
-
-    __device__ void sync() {
-        DebugBarrier &b = cpufree_debug_barrier;
-        const unsigned int me = blockIdx.x < CPUFREE_DEBUG_BLOCKS ? blockIdx.x : CPUFREE_DEBUG_BLOCKS - 1;
-#if defined(CPUFREE_EMULATE) && defined(CPUFREE_RACE_CHECK)
-        // The race checker runs the threads one at a time and sees a barrier that can never complete at once.
-        if (threadIdx.x == 0) {
-            b.site[me] = where + 1;
-            b.passed[me] = passed;
-        }
-        try {
-            cpufree::race::checker().grid_barrier(cpufree::race::self);
-        } catch (const cpufree::race::Abandoned &) {
-            report_hang(2, where, passed, 0);  // kind 2: the checker saw it can never complete
-            throw;
-        }
-#elif defined(CPUFREE_EMULATE)
-        b.site[me] = where + 1;  // one thread: the barrier is complete at once
-        b.passed[me] = passed;
-#else
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            volatile unsigned int *gen = &b.generation;
-            const unsigned int g = *gen;
-            reinterpret_cast<volatile int *>(b.site)[me] = where + 1;
-            reinterpret_cast<volatile unsigned int *>(b.passed)[me] = passed;
-            __threadfence();
-            const unsigned int arrived = atomicAdd(&b.count, 1u) + 1u;
-            if (arrived == gridDim.x) {
-                // the last to arrive: every block must be at this grid sync, with as many passed
-                const unsigned int blocks = gridDim.x < CPUFREE_DEBUG_BLOCKS ? gridDim.x : CPUFREE_DEBUG_BLOCKS;
-                for (unsigned int k = 0; k < blocks; ++k) {
-                    if (reinterpret_cast<volatile int *>(b.site)[k] != where + 1 ||
-                        reinterpret_cast<volatile unsigned int *>(b.passed)[k] != passed) {
-                        report_hang(1, where, passed, arrived);
-                        break;
-                    }
-                }
-                atomicExch(&b.count, 0u);  // before the generation moves: the next barrier counts afresh
-                __threadfence();
-                atomicAdd(&b.generation, 1u);
-            } else {
-                const long long start = now_ns();
-                while (*gen == g && !hung()) {
-                    if (now_ns() - start > CPUFREE_CHANNEL_HANG_TIMEOUT_NS) {
-                        report_hang(0, where, passed, *reinterpret_cast<volatile unsigned int *>(&b.count));
-                        break;
-                    }
-                    __nanosleep(256);
-                }
-            }
-            __threadfence();
-        }
-        __syncthreads();
-#endif
-        ++passed;
-    }
-};
-
-#endif  // CPUFREE_CHANNEL_HANG_SITE
+namespace cpufree::channel {
 
 #if defined(CPUFREE_CHANNEL_SHMEM)
 #if defined(CPUFREE_CHANNEL_HANG_SITE)
@@ -764,58 +669,76 @@ inline unsigned long long dropped() {
 namespace cpufree::channel {
 
 // A cancel point (loop head) with `left` below 8. Below 4 the word of a look waits: every thread reads it.
-CPUFREE_CHANNEL_OUT_OF_LINE unsigned int point(unsigned int left, long long tid, int site) {
+CPUFREE_CHANNEL_OUT_OF_LINE unsigned int point(unsigned int left, long long tid, int site, unsigned int syncs) {
     if (left < 4u) {
         left = decision(left);
-        if (left == 1u) stopped(tid, site);
+        if (left == 1u) stopped(tid, site, syncs);
     }
     return left;
 }
 
 // The cancel point before a grid sync, with `left` below 8: the word of a look read as at `point`; then, if this
 // sync is a look (left below 8 still), the leader publishes the next word before it.
-CPUFREE_CHANNEL_OUT_OF_LINE unsigned int check(unsigned int left, long long tid, int site, Leader leader) {
+CPUFREE_CHANNEL_OUT_OF_LINE unsigned int check(unsigned int left, long long tid, int site, unsigned int syncs,
+                                               long long at) {
     if (left < 4u) {
         left = decision(left);
         if (left == 1u) {
-            stopped(tid, site);
+            stopped(tid, site, syncs);
             return left;
         }
     }
-    if (tid == 0 && left < 8u) publish(left, leader);
+    if (tid == 0 && left < 8u) publish(left, at);
     return left;
 }
 
 }  // namespace cpufree::channel
 
 // Cancel points, printed by the generator only when the channel is on. `__cpufree_left` is the word of the last look
-// (see publish), counted down by 4 after each grid sync: 4 times the grid syncs to the next look (it included) plus
-// twice its slot, or 1: stop. Below 4 the word of a look waits in its slot, and the next cancel point reads it; so
+// (see publish), counted down by 4 after each grid sync that is a cancel point: 4 times such syncs to the next look
+// (it included) plus twice its slot, or 1: stop. In a loop only the first grid sync of an iteration is a cancel point
+// (the generator's loop_points); the others are plain, counted only in `__cpufree_syncs`, which a stop reports. Below 4 the word of a look waits in its slot, and the next cancel point reads it; so
 // between looks a grid sync costs a subtraction after it and one compare before it, and the read after a look waits
 // for memory at that cancel point only. A loop head compares with 8 as the cancel point of a grid sync does (from 4
 // to 7 it has nothing to do): where a grid sync follows it with nothing between, nvcc makes the two one compare.
 #define CPUFREE_CHANNEL_BEGIN()                                                                        \
     unsigned int __cpufree_left = 4;  /* the first grid sync is a look, its word in slot 0 */           \
+    unsigned int __cpufree_syncs = 0; /* grid syncs passed */                                           \
     cpufree::channel::Leader __cpufree_leader;                                                          \
     if (__tid == 0) cpufree::channel::start();
-// After a grid sync.
-#define CPUFREE_CHANNEL_TAKE_LOOK() __cpufree_left -= 4u;
+// Whether a cancel point has work (`__cpufree_left` below `bound`). The word is the same in every thread, so on the
+// GPU the compare is a warp vote: it changes nothing, but tells nvcc that the branch is the whole warp's, which then
+// needs no convergence barrier around the call nor a divergence check before the grid sync (cancel points are in
+// the kernel's top-level code, where a block's threads run together; blocks are whole warps, the launcher rounds
+// them).
+#if defined(CPUFREE_EMULATE)
+#define CPUFREE_CHANNEL_DUE(bound) (__cpufree_left < (bound))
+#else
+#define CPUFREE_CHANNEL_DUE(bound) __any_sync(0xffffffffu, __cpufree_left < (bound))
+#endif
+// After a grid sync that is a cancel point, and after a plain one.
+#define CPUFREE_CHANNEL_TAKE_LOOK() \
+    __cpufree_left -= 4u;           \
+    ++__cpufree_syncs;
+#define CPUFREE_CHANNEL_PLAIN_SYNC() ++__cpufree_syncs;
 // At a loop head: every thread reads the word of a look at its first cancel point after the look's grid sync, and
 // all stop there if it says so.
 #define CPUFREE_CHANNEL_POINT(site)                                                 \
-    if (__cpufree_left < 8u) {                                                      \
-        __cpufree_left = cpufree::channel::point(__cpufree_left, __tid, site);      \
+    if (CPUFREE_CHANNEL_DUE(8u)) {                                                  \
+        __cpufree_left = cpufree::channel::point(__cpufree_left, __tid, site, __cpufree_syncs); \
         if (__cpufree_left == 1u) return;                                           \
     }
-// Before a grid sync: a cancel point, and before the sync of a look the leader publishes its word.
-#define CPUFREE_CHANNEL_CHECK(site)                                                                    \
-    if (__cpufree_left < 8u) {                                                                         \
-        __cpufree_left = cpufree::channel::check(__cpufree_left, __tid, site, __cpufree_leader);       \
-        if (__cpufree_left == 1u) return;                                                              \
+// Before a grid sync: a cancel point, and before the sync of a look the leader publishes its word (with the progress
+// of the loop whose position is `at`, inside a loop that reports it).
+#define CPUFREE_CHANNEL_CHECK(site, at)                                                                       \
+    if (CPUFREE_CHANNEL_DUE(8u)) {                                                                            \
+        __cpufree_left = cpufree::channel::check(__cpufree_left, __tid, site, __cpufree_syncs, (long long)(at)); \
+        if (__cpufree_left == 1u) return;                                                                     \
     }
+#define CPUFREE_CHANNEL_BEFORE_SYNC(site) CPUFREE_CHANNEL_BEFORE_SYNC_AT(site, 0)
 #if defined(CPUFREE_CHANNEL_HANG_SITE)
-#define CPUFREE_CHANNEL_BEFORE_SYNC(site) \
-    CPUFREE_CHANNEL_CHECK(site)           \
+#define CPUFREE_CHANNEL_BEFORE_SYNC_AT(site, at) \
+    CPUFREE_CHANNEL_CHECK(site, at)              \
     __grid.where = site;
 #define CPUFREE_CHANNEL_AFTER_SYNC()                                       \
     CPUFREE_CHANNEL_TAKE_LOOK()                                            \
@@ -824,6 +747,6 @@ CPUFREE_CHANNEL_OUT_OF_LINE unsigned int check(unsigned int left, long long tid,
         return;                                                            \
     }
 #else
-#define CPUFREE_CHANNEL_BEFORE_SYNC(site) CPUFREE_CHANNEL_CHECK(site)
+#define CPUFREE_CHANNEL_BEFORE_SYNC_AT(site, at) CPUFREE_CHANNEL_CHECK(site, at)
 #define CPUFREE_CHANNEL_AFTER_SYNC() CPUFREE_CHANNEL_TAKE_LOOK()
 #endif

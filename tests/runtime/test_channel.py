@@ -275,3 +275,25 @@ def test_gpu_cancel_leaves_every_block_then_a_correct_run():
             run(A, B, 10**9)
         run.timeout = None
         check_correct(run)
+
+
+@pytest.mark.gpu
+def test_gpu_progress_and_notifications_arrive_in_order():
+    """On a GPU: the program's own progress and notifications, and the automatic progress of a time loop read from
+    its variable at the looks, reach the host's callbacks in order; the results match NumPy."""
+    run = dace_cpufree.compile(jacobi_reporting, notify_ring=4096)
+    seen, notes = [], []
+    run.on_progress(lambda done, total: seen.append((done, total)))
+    run.on_notify(lambda tag, value: notes.append((tag, value)))
+    A, B = inputs(1 << 16)
+    T = 3000
+    want = reference(A, B, T)
+    run(A, B, T)
+    np.testing.assert_allclose(A, want[0])
+    assert seen[-1] == (T, T) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert notes == [("iteration", float(t)) for t in range(T)]
+    automatic = dace_cpufree.compile(jacobi_plain, progress=True)
+    seen.clear()
+    automatic.on_progress(lambda done, total: seen.append((done, total)))
+    check_correct(automatic, T=20000)
+    assert seen[-1] == (20000, 20000) and [d for d, _ in seen] == sorted(d for d, _ in seen)

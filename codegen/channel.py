@@ -286,10 +286,11 @@ TICK_COUNTED = "if (__tid == 0) cpufree::channel::loop_count(__cpufree_leader);"
 
 def loop_bracket(label: str, counted: tuple | None, var: str | None) -> tuple[ir.Item, ir.Item]:
     """Items before and after a loop that reports progress: iteration 0, and the last. ``counted``: C++ of its
-    iteration count, first value and stride where its range is known, and ``var`` its variable (the position the
-    looks read); otherwise the leader counts the iterations begun (``Leader::ticks``) and no total is known."""
-    total, start, stride = counted if counted and var else ("0", "1", "1")
-    at = var if counted and var else "__cpufree_leader.ticks + 1"  # one past the last iteration
+    iteration count, first value and stride where its range is known, with ``var`` its variable (the position the
+    looks read); else ``None`` for both, and the leader counts the iterations begun (``Leader::ticks``), no total
+    known."""
+    total, start, stride = counted if var else ("0", "1", "1")
+    at = var or "__cpufree_leader.ticks + 1"  # one past the last iteration
     begin = ir.Item(
         f"progress before {label}",
         [f"if (__tid == 0) cpufree::channel::loop_begin({total}, {start}, {stride});"],

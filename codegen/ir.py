@@ -138,29 +138,41 @@ class Jump:
     kind: str  # "break", "continue" or "return"
 
 
-def items(node):
-    """Every Item under ``node``, in program order."""
+def items(node, loops: bool = True):
+    """Every Item under ``node``, in program order (``loops=False``: not those inside a loop under ``node``)."""
     if isinstance(node, Item):
         yield node
     elif isinstance(node, Seq):
         for child in node.children:
-            yield from items(child)
+            yield from items(child, loops)
     elif isinstance(node, Loop):
-        for part in (node.init, node.cond, node.body, node.update):
-            if part is not None:
-                yield from items(part)
+        if loops:
+            for part in (node.init, node.cond, node.body, node.update):
+                if part is not None:
+                    yield from items(part)
     elif isinstance(node, Branch):
         for cond, body in zip(node.conds, node.bodies):
             if cond is not None:
-                yield from items(cond)
-            yield from items(body)
+                yield from items(cond, loops)
+            yield from items(body, loops)
     elif isinstance(node, Graph):
         for block in node.blocks:
-            yield from items(block)
+            yield from items(block, loops)
         for edge in node.edges:
             for part in (edge.cond, edge.assign):
                 if part is not None:
-                    yield from items(part)
+                    yield from items(part, loops)
+
+
+def flatten(seq: Seq) -> list:
+    """The children of ``seq`` in order, nested sequences flattened."""
+    out = []
+    for child in seq.children:
+        if isinstance(child, Seq):
+            out += flatten(child)
+        else:
+            out.append(child)
+    return out
 
 
 def seqs(node):

@@ -54,45 +54,15 @@ def _settle_progress(loop: ir.Loop) -> None:
 
 
 def _settle_cancel_points(loop: ir.Loop) -> None:
-    top = list(_top(loop.body))
+    top = ir.flatten(loop.body)
     first = next((c for c in top if isinstance(c, ir.Item) and c.sync_before), None)
     if first is None:
         return
-    for part in (loop.cond, loop.body, loop.update):
-        for item in _own(part):
+    for part in (loop.cond, loop.body, loop.update):  # not the syncs of nested loops: those are their loop's
+        for item in ir.items(part, loops=False):
             if item.sync_before and item is not first:
                 item.plain_sync = True
     if len(top) > 1 and top[1] is first:
         # the body starts with its cancel point: the head's own (its first line, channel.loop_head) would only
         # repeat it, and kept apart from it by a progress tick it cost a second compare and branch per iteration
         top[0].code = top[0].code[1:]
-
-
-def _top(seq: ir.Seq):
-    """The body's items and nodes in order, nested sequences flattened."""
-    for child in seq.children:
-        if isinstance(child, ir.Seq):
-            yield from _top(child)
-        else:
-            yield child
-
-
-def _own(node):
-    """The items under ``node`` that are not inside a nested loop."""
-    if node is None or isinstance(node, ir.Loop):
-        return
-    if isinstance(node, ir.Item):
-        yield node
-    elif isinstance(node, ir.Seq):
-        for child in node.children:
-            yield from _own(child)
-    elif isinstance(node, ir.Branch):
-        for cond, body in zip(node.conds, node.bodies):
-            yield from _own(cond)
-            yield from _own(body)
-    elif isinstance(node, ir.Graph):
-        for block in node.blocks:
-            yield from _own(block)
-        for edge in node.edges:
-            yield from _own(edge.cond)
-            yield from _own(edge.assign)

@@ -181,22 +181,12 @@ def _fused_item(items: list[ir.Item], forms: list[RowForm], ctx, channel) -> ir.
     )
 
 
-def _flatten(seq: ir.Seq) -> list:
-    out = []
-    for child in seq.children:
-        if isinstance(child, ir.Seq):
-            out += _flatten(child)
-        else:
-            out.append(child)
-    return out
-
-
 def fuse_rows(node, ctx, channel=None) -> int:
     """Fuses the row-local groups under ``node`` (the kernel IR of ``ctx``, a ``KernelContext``) in place; returns
     how many groups it made. ``channel``: the kernel's channel facts (its tile barriers in debug mode)."""
     made = 0
     if isinstance(node, ir.Seq):
-        children = _flatten(node)
+        children = ir.flatten(node)
         groups = _groups(children)
         if groups:
             out, pos = [], 0

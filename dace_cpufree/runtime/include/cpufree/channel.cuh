@@ -501,17 +501,14 @@ namespace cpufree::channel {
 // this PE, its block, the wait's number, the value it waited for and the value it saw); this PE's blocks leave at
 // their next grid sync (the barrier has failed), its peers at their next look.
 __device__ __noinline__ void report_wait(uint64_t expected, uint64_t seen, unsigned int wait) {
-    if (atomicCAS(&cpufree_debug_barrier.failed, 0, 1) != 0) return;
+    if (!claim_report()) return;
     volatile long long *w = cpufree_channel;
     w[CPUFREE_CHANNEL_HANG_BLOCK] = blockIdx.x;
     w[CPUFREE_CHANNEL_HANG_PE] = nvshmem_my_pe();
     w[CPUFREE_CHANNEL_HANG_WAIT] = wait;
     w[CPUFREE_CHANNEL_HANG_EXPECTED] = (long long)expected;
     w[CPUFREE_CHANNEL_HANG_VALUE] = (long long)seen;
-    w[CPUFREE_CHANNEL_HANG_KIND] = 3;
-    fence_system();
-    w[CPUFREE_CHANNEL_HANG_SITE] = -1;  // not a grid sync
-    fence_system();
+    finish_report(3, -1);  // site word -1: not a grid sync
     tell_peers();
 }
 #endif

@@ -15,18 +15,47 @@ namespace cpufree::channel {
 
 __device__ inline int hung() { return reinterpret_cast<volatile int *>(&cpufree_debug_barrier.failed)[0]; }
 
+// The first waiter to give up writes the report: true for that one (every waiter leaves once the kernel hung).
+__device__ inline bool claim_report() {
+#if defined(CPUFREE_EMULATE)
+    int expected = 0;
+    return __atomic_compare_exchange_n(&cpufree_debug_barrier.failed, &expected, 1, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+#else
+    return atomicCAS(&cpufree_debug_barrier.failed, 0, 1) == 0;
+#endif
+}
+
+// The end of a report: its kind, then its site word after a fence (the host reads a whole report once it sees it).
+__device__ inline void finish_report(int kind, long long site_word) {
+    volatile long long *w = cpufree_channel;
+    w[CPUFREE_CHANNEL_HANG_KIND] = kind;
+    fence_system();
+    w[CPUFREE_CHANNEL_HANG_SITE] = site_word;
+    fence_system();
+}
+
+// A report of a barrier's waiters: this block, how many of `size` had arrived, the first missing (a block, or a
+// thread) with where it was (`missing_site`, `missing_syncs`), the grid syncs passed, and the barrier's site.
+__device__ inline void write_report(int kind, int site, long long arrived, long long size, long long missing,
+                                    long long missing_site, long long missing_syncs, long long syncs) {
+    volatile long long *w = cpufree_channel;
+    w[CPUFREE_CHANNEL_HANG_BLOCK] = blockIdx.x;
+    w[CPUFREE_CHANNEL_HANG_ARRIVED] = arrived;
+    w[CPUFREE_CHANNEL_HANG_GRID] = size;
+    w[CPUFREE_CHANNEL_HANG_MISSING] = missing;
+    w[CPUFREE_CHANNEL_HANG_MISSING_SITE] = missing_site;
+    w[CPUFREE_CHANNEL_HANG_MISSING_SYNCS] = missing_syncs;
+    w[CPUFREE_CHANNEL_HANG_SYNCS] = syncs;
+    finish_report(kind, site + 1);
+}
+
 // The first block to give up writes the report (kind 0: it timed out, 1: the blocks met at different grid syncs,
 // 2: the race checker saw that the barrier can never complete): where it waited, how many blocks had arrived, and the first block
 // that had not (or that waits at another grid sync) with the grid sync it reached last.
 __device__ inline void report_hang(int kind, int site, unsigned int passed, unsigned int arrived) {
+    if (!claim_report()) return;
     DebugBarrier &b = cpufree_debug_barrier;
-#if defined(CPUFREE_EMULATE)
-    int expected = 0;
-    if (!__atomic_compare_exchange_n(&b.failed, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return;
-#else
-    if (atomicCAS(&b.failed, 0, 1) != 0) return;
-#endif
-    volatile long long *w = cpufree_channel;
     const unsigned int blocks = gridDim.x < CPUFREE_DEBUG_BLOCKS ? gridDim.x : CPUFREE_DEBUG_BLOCKS;
     long long missing = -1, missing_site = 0, missing_passed = 0;
     volatile int *where = b.site;
@@ -39,17 +68,7 @@ __device__ inline void report_hang(int kind, int site, unsigned int passed, unsi
             break;
         }
     }
-    w[CPUFREE_CHANNEL_HANG_BLOCK] = blockIdx.x;
-    w[CPUFREE_CHANNEL_HANG_ARRIVED] = arrived;
-    w[CPUFREE_CHANNEL_HANG_GRID] = gridDim.x;
-    w[CPUFREE_CHANNEL_HANG_MISSING] = missing;
-    w[CPUFREE_CHANNEL_HANG_MISSING_SITE] = missing_site;
-    w[CPUFREE_CHANNEL_HANG_MISSING_SYNCS] = missing_passed;
-    w[CPUFREE_CHANNEL_HANG_SYNCS] = passed;
-    w[CPUFREE_CHANNEL_HANG_KIND] = kind;
-    fence_system();
-    w[CPUFREE_CHANNEL_HANG_SITE] = site + 1;
-    fence_system();
+    write_report(kind, site, arrived, gridDim.x, missing, missing_site, missing_passed, passed);
 }
 
 // ---- block and tile barriers that time out --------------------------------------------------------------------
@@ -73,7 +92,7 @@ __device__ inline BlockWaits &block_waits() {
 // unknown), the threads it waits for (`size` from thread `first`), how many were there and the first that was not.
 __device__ __noinline__ void report_barrier(int kind, int site, long long passed, unsigned int first,
                                             unsigned int size, const volatile unsigned int *bits) {
-    if (atomicCAS(&cpufree_debug_barrier.failed, 0, 1) != 0) return;
+    if (!claim_report()) return;
     long long missing = -1, arrived = 0;
     for (unsigned int t = first; t < first + size; ++t) {
         if ((bits[t / 32] >> (t % 32)) & 1u)
@@ -81,18 +100,7 @@ __device__ __noinline__ void report_barrier(int kind, int site, long long passed
         else if (missing < 0)
             missing = t;
     }
-    volatile long long *w = cpufree_channel;
-    w[CPUFREE_CHANNEL_HANG_BLOCK] = blockIdx.x;
-    w[CPUFREE_CHANNEL_HANG_ARRIVED] = arrived;
-    w[CPUFREE_CHANNEL_HANG_GRID] = size;
-    w[CPUFREE_CHANNEL_HANG_MISSING] = missing;
-    w[CPUFREE_CHANNEL_HANG_MISSING_SITE] = first;
-    w[CPUFREE_CHANNEL_HANG_MISSING_SYNCS] = 0;
-    w[CPUFREE_CHANNEL_HANG_SYNCS] = passed;
-    w[CPUFREE_CHANNEL_HANG_KIND] = kind;
-    fence_system();
-    w[CPUFREE_CHANNEL_HANG_SITE] = site + 1;
-    fence_system();
+    write_report(kind, site, arrived, size, missing, first, 0, passed);
 }
 
 // Waits until this thread's bit in `word` is cleared (the barrier is complete) or the kernel hung; with a timeout

@@ -78,6 +78,8 @@ class KernelContext:
     race_check: bool = False  # arrays are the race checker's recording pointers (emulation only)
     #: the divisors of flat-index decodes prepared in the kernel's prologue (``None``: none are, a nested SDFG's)
     dividers: Dividers | None = None
+    #: containers whose one element the code being printed keeps in a variable (``rows.py``): name -> variable
+    private: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self._classify()
@@ -131,6 +133,8 @@ class KernelContext:
 
     def access(self, name: str, subset) -> str:
         """C++ lvalue of the first element of ``name[subset]``."""
+        if name in self.private:
+            return self.private[name]
         desc = self.sdfg.arrays[name]
         if isinstance(desc, dt.Scalar) and name not in self.device and name not in self.local:
             return name

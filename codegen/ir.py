@@ -79,6 +79,10 @@ class Item:
     # containers in device memory that its code addresses on another PE only (a put's destination, a signal's
     # flag): named in the code (a step function takes their pointers), not accesses that need synchronisation
     remote: frozenset[str] = frozenset()
+    # a tile step's code with its rows dealt out from a counter of the rows of its earlier runs (the counter's
+    # name: a C++ variable of the kernel) and, given a second variable (its last tile size), a block barrier where
+    # its tile size changes, for steps whose runs overlap (``overlap.py``); ``None``: not a fused row step
+    dealt: object = None
 
     @property
     def part_key(self):
@@ -104,6 +108,11 @@ class Loop:
     update_before_condition: bool = True
     # the symbols that interstate assignments inside the loop set (loop variables aside)
     assigned: frozenset = frozenset()
+    # The loop variable where every iteration has a value of its own (a constant nonzero stride, never assigned
+    # in the body), and every symbol whose value changes from one iteration to the next (interstate assignments,
+    # the variables of this loop and of the loops inside it): ``syncs.py`` tells two iterations' accesses apart.
+    distinct: str | None = None
+    varying: frozenset = frozenset()
     progress: bool = False  # the channel reports its iterations as progress (``loop_points``)
     progress_var: str | None = None  # ... read from this variable at the looks (``loop_points``)
 

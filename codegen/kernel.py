@@ -21,6 +21,7 @@ from .expressions import kernel_symbols
 from .host import HOST_TEMPLATE, SHMEM_HEADER, SHMEM_HOST_TEMPLATE, STEP_TIMES_HOST, largest, workspace_code
 from .loop_points import settle_loop_points
 from .lower import lower_sdfg
+from .overlap import deal_rows
 from .parts import block_scopes, in_part, scope_code, strategy
 from .rows import fuse_rows
 from .syncs import place_grid_syncs
@@ -288,11 +289,10 @@ def generate(
     place_grid_syncs(root)
     if facts is not None:
         settle_loop_points(root, facts)
-    kernel = f"cpufree_{sdfg.name}_kernel"
-    args = ctx.args
+    kernel, args = f"cpufree_{sdfg.name}_kernel", ctx.args
     arg_names = {a.name for a in args}
     symbols = [f"    {symbol_ctype(sdfg, s)} {s} = 0;" for s in kernel_symbols(sdfg) if s not in arg_names]
-    symbols += ctx.dividers.declarations()
+    symbols += ctx.dividers.declarations() + deal_rows(root)
     # SHMEM calls are the only block and thread items
     communicates = any(
         i.executor in (ir.Executor.BLOCK, ir.Executor.BLOCKS, ir.Executor.THREAD, ir.Executor.EACH)

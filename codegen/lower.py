@@ -19,6 +19,7 @@ from dace.sdfg.state import (
     ReturnBlock,
     SDFGState,
 )
+from dace.transformation.passes.analysis.loop_analysis import get_loop_stride
 
 from dace_cpufree.errors import NotPersistableError
 from dace_cpufree.vocabulary import BlockPart, loop_range
@@ -157,14 +158,34 @@ def _lower_loop(ctx: KernelContext, loop: LoopRegion, channel: Channel | None = 
         inverted=loop.inverted,
         update_before_condition=loop.update_before_condition,
         assigned=_assigned(loop),
+        distinct=_distinct(loop),
+        varying=_assigned(loop) | _variables(loop),
     )
+
+
+def _variables(loop: LoopRegion) -> frozenset:
+    """The variables of ``loop`` and of the loops inside it."""
+    inner = loop.all_control_flow_regions()
+    return frozenset(str(r.loop_variable) for r in [loop, *inner] if isinstance(r, LoopRegion) and r.loop_variable)
+
+
+def _distinct(loop: LoopRegion) -> str | None:
+    """The loop variable if no two iterations see the same value of it: a constant nonzero stride, and no
+    assignment to it inside the loop."""
+    var = str(loop.loop_variable) if loop.loop_variable else None
+    if var is None or any(var in e.data.assignments for e in loop.all_interstate_edges()):
+        return None
+    try:
+        stride = get_loop_stride(loop)
+    except Exception:  # noqa: BLE001 - an update statement DaCe's analysis cannot parse
+        return None
+    return var if stride is not None and stride.is_number and stride != 0 else None
 
 
 def _assigned(loop: LoopRegion) -> frozenset:
     """The symbols that interstate edges inside ``loop`` assign, except loop variables (a for loop's variable is
     not read after its loop: ``check_loop_variables`` refuses that)."""
-    variables = {str(r.loop_variable) for r in loop.all_control_flow_regions() if isinstance(r, LoopRegion)}
-    return frozenset(str(s) for e in loop.all_interstate_edges() for s in e.data.assignments) - variables
+    return frozenset(str(s) for e in loop.all_interstate_edges() for s in e.data.assignments) - _variables(loop)
 
 
 def lower_region(ctx: KernelContext, region: ControlFlowRegion, channel: Channel | None = None) -> ir.Seq:

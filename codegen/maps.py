@@ -180,7 +180,9 @@ def _row_forms(ctx, state, entry, local) -> list[RowForm]:
     def body():
         return local + ScopeWriter(ctx, state, params).scope(entry)
 
-    forms = [RowForm(params, ranges, lambda: ["if (__tile.thread_rank() == 0) {"] + indent(body()) + ["}"])]
+    forms = [
+        RowForm(params, ranges, lambda: ["if (__tile.thread_rank() == 0) {"] + indent(body()) + ["}"], single_lane=True)
+    ]
     contiguous = contiguous_param(state, entry)
     if contiguous is not None and len(params) >= 2:
         lane = [ranges[params.index(contiguous)]]
@@ -264,25 +266,34 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local,
     dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
 
     if reducible and contiguous in red:
-        sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, "tile_reduce", "__tile.thread_rank() == 0")
-        body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
         red_order = [p for p in red if p != contiguous] + [contiguous]
         red_ranges = [rng[p] for p in red_order]
-        row_lines = extent_decls(red_order, red_ranges, "") + reduction_lanes(
-            red_order, red_ranges, prologue, body, epilogue, "", dividers
-        )
+
+        def parts():
+            sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, "tile_reduce", "__tile.thread_rank() == 0")
+            return prologue, local + ScopeWriter(ctx, state, par, sinks).scope(entry), epilogue
+
+        def row_lines():  # printed where the row group is made (a container may live in a register there)
+            prologue, body, epilogue = parts()
+            return extent_decls(red_order, red_ranges, "") + reduction_lanes(
+                red_order, red_ranges, prologue, body, epilogue, "", dividers
+            )
+
         extent = range_extents(subsets.Range([rng[contiguous]]))[0]
         rows = " * ".join(f"({e})" for e in range_extents(subsets.Range([rng[p] for p in par]))) if par else "1"
+        inputs = {e.data.data for e in state.in_edges(entry) if not e.data.is_empty()}
         row = [
             RowForm(
                 list(par),
                 [rng[p] for p in par],
-                lambda: row_lines,
+                row_lines,
                 reduction=True,
                 want=f"cpufree::tile_for_reduction({extent}, {rows})",
                 bound=tile,
+                stored=frozenset(e.data.data for e in outputs) - inputs,
             )
         ]
+        prologue, body, epilogue = parts()
         code, want = tiled_reduction(
             par,
             [rng[p] for p in par],

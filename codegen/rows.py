@@ -45,6 +45,8 @@ class RowForm:
     reduction: bool = False
     want: str | None = None  # tile request of a reduction (its contiguous extent)
     bound: int = 0  # tile bound of a reduction (0: symbolic extent, 1024)
+    single_lane: bool = False  # lane 0 of the tile runs the whole body
+    stored: frozenset = frozenset()  # containers only lane 0 touches: a reduction's outputs that it does not read
 
 
 @dataclass(eq=False)
@@ -145,23 +147,87 @@ def _groups(children: list) -> list[tuple[int, int, list]]:
     return out
 
 
-def _fused_item(items: list[ir.Item], forms: list[RowForm], ctx, channel) -> ir.Item:
+def _row_point(item: ir.Item, form: RowForm, name: str):
+    """The one element of ``name`` that ``item`` touches in a row, as a tuple of indices in the group's row
+    symbols, or ``None`` where its accesses are not all that single element."""
+    rows = {dace.symbolic.symbol(p): dace.symbolic.symbol(f"__g{j}") for j, p in enumerate(form.outer)}
+    points = set()
+    for n, subset in item.row.accesses:
+        if n != name:
+            continue
+        if subset is None:
+            return None
+        point = []
+        for b, e, _ in subset.ndrange():
+            b, e = (dace.symbolic.pystr_to_symbolic(x).subs(rows) for x in (b, e))
+            if not same_value(b, e):
+                return None
+            point.append(sympy.expand(b))
+        points.add(tuple(point))
+    return next(iter(points)) if len(points) == 1 else None
+
+
+def _in_registers(items: list[ir.Item], forms: list[RowForm], ctx, users: dict) -> dict:
+    """The containers of a row group that can live in a register of each row's lane 0 (``{name: variable}``):
+    transients in device memory that no other step of the kernel touches, whose accesses in the group are all
+    the row's one element, made by lane 0 alone, the first of them a write (syr2k's and gemver's sums of a row,
+    handed from one fused step to the next). Their memory would be the only thing that two rows' tiles, or
+    one row's tiles in two iterations of a loop, share."""
+    viewed = {ctx.root(v) for v in ctx.views}
+    out = {}
+    for name in sorted(frozenset().union(*(i.writes for i in items))):
+        desc = ctx.sdfg.arrays.get(name)
+        if desc is None or not desc.transient or name in ctx.views or name in viewed:
+            continue
+        touching = [(i, f) for i, f in zip(items, forms) if name in i.reads | i.writes]
+        if users.get(name, 0) != len(touching) or name in touching[0][0].reads:
+            continue
+        if not all(f.single_lane or name in f.stored for _, f in touching):
+            continue
+        points = {_row_point(i, f, name) for i, f in touching}
+        if len(points) == 1 and None not in points:
+            out[name] = ctx.fresh("row")
+    return out
+
+
+def _regions(items: list[ir.Item], private: dict) -> tuple:
+    """The members' regions together, where each member states its own (else whole containers)."""
+    if not all(i.regions for i in items):
+        return ()
+    return tuple(r for i in items for r in i.regions if r[0] not in private)
+
+
+def _fused_item(items: list[ir.Item], forms: list[RowForm], ctx, channel, users: dict) -> ir.Item:
     anchor = next(f for f in forms if f.reduction)
     rows = [f"__g{j}" for j in range(len(anchor.outer))]
     label = "rows " + " + ".join(i.label.removeprefix("map ") for i in items)
-    body = []
-    for n, (item, form) in enumerate(zip(items, forms)):
-        if n:
-            body.append(chan.tile_sync(channel, f"before {item.label} in {label}", item.source))
-        alias = [f"const {INDEX_T} {p} = {g};" for p, g in zip(form.outer, rows) if p != g]
-        body += [f"{{  // {item.label}"] + indent(item.row.prelude + alias + form.lines()) + ["}"]
+    private = _in_registers(items, forms, ctx, users)
+    body = [f"{ctx.sdfg.arrays[n].dtype.ctype} {v};  // {n}: the row's element, lane 0's" for n, v in private.items()]
+    ctx.private = private
+    try:
+        for n, (item, form) in enumerate(zip(items, forms)):
+            if n:
+                body.append(chan.tile_sync(channel, f"before {item.label} in {label}", item.source))
+            alias = [f"const {INDEX_T} {p} = {g};" for p, g in zip(form.outer, rows) if p != g]
+            body += [f"{{  // {item.label}"] + indent(item.row.prelude + alias + form.lines()) + ["}"]
+    finally:
+        ctx.private = {}
     bound = max((f.bound or 1024) if f.reduction else 0 for f in forms)
-    reads = frozenset().union(*(i.reads for i in items))
-    writes = frozenset().union(*(i.writes for i in items))
-    code = extent_decls(rows, anchor.ranges, "r")
+    reads = frozenset().union(*(i.reads for i in items)) - set(private)
+    writes = frozenset().union(*(i.writes for i in items)) - set(private)
     # the step names what the steps' declarations of their views alias (their preludes are inside it)
     passed = pointers(ctx, reads | writes)
-    code += with_tile(bound, anchor.want, tile_stride(rows, anchor.ranges, "r", body), passed)
+
+    def code(start: str | None = None, size: str | None = None) -> list[str]:
+        out = extent_decls(rows, anchor.ranges, "r")
+        if size:  # a block barrier where this run's tile size is not the last run's (overlap.py)
+            now = f"cpufree::tile_size<{bound}>({anchor.want})"
+            barrier = chan.sync_lines(channel, f"{label} (its tile size changed)", grid=False)
+            out += [f"if ({now} != {size}) {{"] + indent(barrier + [f"{size} = {now};"]) + ["}"]
+        out += with_tile(bound, anchor.want, tile_stride(rows, anchor.ranges, "r", body, start=start), passed)
+        out += [f"{start} += {' * '.join(f'__xr_{p}' for p in rows)};"] if start else []
+        return ["{"] + indent(out) + ["}"]
+
     strategy = (
         f"{len(items)} steps fused row by row ({', '.join(i.label for i in items)}): a tile per row "
         f"({layout(rows)}; tile size from {anchor.want}, bound {bound}), tile barriers between the steps, "
@@ -170,7 +236,7 @@ def _fused_item(items: list[ir.Item], forms: list[RowForm], ctx, channel) -> ir.
     work = next(i.work for i, f in zip(items, forms) if f is anchor)
     return ir.Item(
         label,
-        ["{"] + indent(code) + ["}"],
+        code(),
         reads,
         writes,
         ir.Executor.GRID,
@@ -178,12 +244,20 @@ def _fused_item(items: list[ir.Item], forms: list[RowForm], ctx, channel) -> ir.
         strategy=strategy,
         form=ir.Form.ROWS,
         tile=bound,
+        regions=_regions(items, private),
+        dealt=code,
     )
 
 
-def fuse_rows(node, ctx, channel=None) -> int:
+def fuse_rows(node, ctx, channel=None, users: dict | None = None) -> int:
     """Fuses the row-local groups under ``node`` (the kernel IR of ``ctx``, a ``KernelContext``) in place; returns
-    how many groups it made. ``channel``: the kernel's channel facts (its tile barriers in debug mode)."""
+    how many groups it made. ``channel``: the kernel's channel facts (its tile barriers in debug mode); ``users``:
+    how many items of the kernel touch each container (counted here from ``node``, the root, when not given)."""
+    if users is None:
+        users = {}
+        for item in ir.items(node):
+            for name in item.reads | item.writes:
+                users[name] = users.get(name, 0) + 1
     made = 0
     if isinstance(node, ir.Seq):
         children = ir.flatten(node)
@@ -192,17 +266,17 @@ def fuse_rows(node, ctx, channel=None) -> int:
             out, pos = [], 0
             for start, end, forms in groups:
                 out += children[pos:start]
-                out.append(_fused_item(children[start:end], forms, ctx, channel))
+                out.append(_fused_item(children[start:end], forms, ctx, channel, users))
                 pos = end
             node.children = out + children[pos:]
             made += len(groups)
         for child in node.children:
             if not isinstance(child, ir.Item):
-                made += fuse_rows(child, ctx, channel)
+                made += fuse_rows(child, ctx, channel, users)
     elif isinstance(node, ir.Loop):
-        made += fuse_rows(node.body, ctx, channel)
+        made += fuse_rows(node.body, ctx, channel, users)
     elif isinstance(node, ir.Branch):
-        made += sum(fuse_rows(b, ctx, channel) for b in node.bodies)
+        made += sum(fuse_rows(b, ctx, channel, users) for b in node.bodies)
     elif isinstance(node, ir.Graph):
-        made += sum(fuse_rows(b, ctx, channel) for b in node.blocks)
+        made += sum(fuse_rows(b, ctx, channel, users) for b in node.blocks)
     return made

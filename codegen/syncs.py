@@ -9,6 +9,12 @@ barriers around block-wide items already order them. After a synchronisation the
 pending set holds the item's own accesses only. Loops and unstructured regions iterate to a fixed
 point; the decisions only ever add synchronisations, so the iteration terminates.
 
+Loops whose variable takes a value of its own in every iteration (``Loop.distinct``) carry what their body
+leaves pending into the next iteration with that variable renamed to an *earlier* one: an access at a point
+``f(i)`` of some dimension, ``f`` linear in ``i`` with the other symbols the same in every iteration, is apart from
+the point ``f(i)`` of the current iteration. A loop whose iterations write disjoint rows then needs no grid sync
+between them (syr2k's row updates). On leaving the loop the renaming is undone.
+
 Items run by each block for itself (``Executor.EACH``: a wait that one thread of every block makes) are the
 exception: their effect holds in every block once the block's threads have met, so an item that depends on
 them alone gets a block barrier (``bar_before``), which retires the pending EACH accesses. Where a barrier
@@ -17,29 +23,45 @@ cannot be printed (a loop's condition or update, an unstructured region's edge) 
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
+
 import dace
+import sympy
 
 from . import ir
 from .ir import Executor
 
-Pending = frozenset  # frozenset[tuple[str, str, Executor, int]]
+# frozenset[tuple[container, mode, Executor, block, subset, part key, Earlier | None]]
+Pending = frozenset
 
 # Items confined to one block: among those on the same block, program order (and the block barriers
 # around BLOCK items) already orders the accesses.
 _IN_ONE_BLOCK = (Executor.LEADER, Executor.THREAD, Executor.BLOCK)
 
 
+@dataclass(frozen=True)
+class Earlier:
+    """A pending access that an earlier iteration of a loop made: in its subset the loop variable ``var`` is
+    renamed ``earlier`` (never equal to ``var``); ``varying`` are the symbols that differ between iterations."""
+
+    var: str
+    earlier: str
+    varying: frozenset
+
+
 def _accesses(item: ir.Item) -> Pending:
     key = item.part_key
     if item.regions:
-        return frozenset((name, mode, item.executor, item.block, sub, key) for name, mode, sub in item.regions)
-    acc = {(name, "R", item.executor, item.block, None, key) for name in item.reads}
-    acc |= {(name, "W", item.executor, item.block, None, key) for name in item.writes}
+        return frozenset((name, mode, item.executor, item.block, sub, key, None) for name, mode, sub in item.regions)
+    acc = {(name, "R", item.executor, item.block, None, key, None) for name in item.reads}
+    acc |= {(name, "W", item.executor, item.block, None, key, None) for name in item.writes}
     return frozenset(acc)
 
 
-def _disjoint(a, b) -> bool:
-    """Whether two subsets of one container provably do not overlap (unknown counts as overlapping)."""
+def _disjoint(a, b, earlier: Earlier | None = None) -> bool:
+    """Whether two subsets of one container provably do not overlap (unknown counts as overlapping); ``a`` is
+    another iteration's where ``earlier`` says so."""
     if a is None or b is None:
         return False
     try:
@@ -48,7 +70,30 @@ def _disjoint(a, b) -> bool:
         ranges = list(zip(a.ndrange(), b.ndrange()))
     except (TypeError, ValueError, NotImplementedError, AttributeError):
         return False
-    return len(a) == len(b) and any(_apart(r, q) for r, q in ranges)
+    if len(a) != len(b):
+        return False
+    return any(_apart(r, q) or (earlier is not None and _other_iteration(r, q, earlier)) for r, q in ranges)
+
+
+def _other_iteration(r, q, earlier: Earlier) -> bool:
+    """Whether the point ``r`` of an earlier iteration differs from the point ``q`` of the current one: their
+    difference is ``c * (earlier - var)``, ``c`` a nonzero number, and no other symbol in them varies."""
+    (b1, e1, _), (b2, e2, _) = r, q
+    try:
+        x1, x2 = (dace.symbolic.pystr_to_symbolic(v) for v in (b1, b2))
+        if x1 != dace.symbolic.pystr_to_symbolic(e1) or x2 != dace.symbolic.pystr_to_symbolic(e2):
+            return False  # not single points
+        named = {str(s): s for s in x1.free_symbols | x2.free_symbols}
+        if (set(named) - {earlier.var, earlier.earlier}) & earlier.varying:
+            return False
+        var, prev = named.get(earlier.var), named.get(earlier.earlier)
+        if var is None or prev is None:
+            return False
+        d = sympy.expand(x1 - x2)
+        c = sympy.diff(d, prev)
+        return bool(c.is_number and c != 0 and sympy.diff(d, prev, 2) == 0 and sympy.expand(d.subs(prev, var)) == 0)
+    except (TypeError, ValueError, AttributeError, sympy.SympifyError):
+        return False
 
 
 _ENUMERATED = 4096  # most elements of a strided range that _apart lists one by one
@@ -88,7 +133,7 @@ def conflicts(pending: Pending, item: ir.Item) -> int:
     functions is two blocks."""
     need = NONE
     key = item.part_key
-    for name, mode, executor, block, sub, part in pending:
+    for name, mode, executor, block, sub, part, earlier in pending:
         if name not in item.reads and name not in item.writes:
             continue
         if mode == "R" and name not in item.writes:
@@ -99,7 +144,8 @@ def conflicts(pending: Pending, item: ir.Item) -> int:
         if executor in _IN_ONE_BLOCK and item.executor in _IN_ONE_BLOCK and block == item.block and same_part:
             continue  # same block: program order and block barriers
         mine = _item_regions(item, name)
-        if sub is not None and mine and all(_disjoint(sub, other) for m, other in mine if m == "W" or mode == "W"):
+        mine = [other for m, other in mine if m == "W" or mode == "W"]
+        if sub is not None and mine and all(_disjoint(sub, other, earlier) for other in mine):
             continue  # e.g. a put reading the edge rows, a wait writing the halo ring
         if not same_part:
             return GRID
@@ -171,6 +217,7 @@ def _flow_loop(loop: ir.Loop, pending: Pending) -> Pending:
     pending = _flow(loop.init, pending)
     back = frozenset()
     seen = frozenset()
+    earlier = Earlier(loop.distinct, f"__earlier_{loop.distinct}", loop.varying) if loop.distinct else None
     while True:
         head = pending | back
         for part in (loop.cond, loop.body, loop.update):
@@ -186,9 +233,57 @@ def _flow_loop(loop: ir.Loop, pending: Pending) -> Pending:
             body_out = _flow(loop.body, _flow(loop.cond, head))
             tail = _flow(loop.update, body_out)
         seen |= head | body_out | tail
-        if tail <= back:
-            return seen  # superset of what any exit (also a break) can leave pending
-        back |= tail
+        carried = _carried(tail, head, earlier)
+        if carried <= back:
+            return _restored(seen, earlier)  # superset of what any exit (also a break) can leave pending
+        back |= carried
+
+
+def _carried(tail: Pending, head: Pending, earlier: Earlier | None) -> Pending:
+    """What the back edge hands to the next iteration: the accesses this iteration made with the loop variable
+    renamed to an earlier one (what came in at the head, from before the loop or already renamed, as it is)."""
+    if earlier is None:
+        return tail
+    out = set()
+    for entry in tail:
+        sub = entry[4]
+        var = _symbol(sub, earlier.var)
+        if entry in head or var is None:
+            out.add(entry)
+            continue
+        sub = copy.deepcopy(sub)
+        sub.replace({var: dace.symbolic.symbol(earlier.earlier, var.dtype)})
+        out.add(entry[:4] + (sub, entry[5], earlier))
+    return frozenset(out)
+
+
+def _symbol(sub, name: str):
+    """The symbol called ``name`` in the expressions of ``sub`` (``None``: not there)."""
+    if sub is None:
+        return None
+    for dim in sub.ndrange():
+        for x in dim:
+            found = [s for s in dace.symbolic.pystr_to_symbolic(x).free_symbols if str(s) == name]
+            if found:
+                return found[0]
+    return None
+
+
+def _restored(pending: Pending, earlier: Earlier | None) -> Pending:
+    """``pending`` after the loop: the renamed accesses with the loop variable's name again (its value after the
+    loop may be one an iteration had, after a ``break``)."""
+    if earlier is None:
+        return pending
+    out = set()
+    for entry in pending:
+        if entry[6] != earlier:
+            out.add(entry)
+            continue
+        sub = copy.deepcopy(entry[4])
+        prev = _symbol(sub, earlier.earlier)
+        sub.replace({prev: dace.symbolic.symbol(earlier.var, prev.dtype)})
+        out.add(entry[:4] + (sub, entry[5], None))
+    return frozenset(out)
 
 
 def _flow_graph(graph: ir.Graph, pending: Pending) -> Pending:

@@ -44,19 +44,24 @@ def layout(outer: list[str]) -> str:
     return text + (f", sequential ({', '.join(seq)})" if seq else "")
 
 
-def tile_stride(outer, outer_ranges, tag: str, inner: list[str], chunks: str | None = None, dividers=None) -> list[str]:
+def tile_stride(
+    outer, outer_ranges, tag: str, inner: list[str], chunks: str | None = None, dividers=None, start: str | None = None
+) -> list[str]:
     """Sequential loops over the outer dimensions beyond three, around the tile-stride loop that
     fuses the (up to three) innermost outer dimensions and, with ``chunks``, the tile-sized chunks of
     the contiguous dimension (``__k{tag}``), so that few rows still spread over the whole grid. ``dividers``: the
-    kernel's prepared divisors (``loops.Dividers``) for the decode of the fused dimensions."""
+    kernel's prepared divisors (``loops.Dividers``) for the decode of the fused dimensions. ``start``: the tile that
+    takes the first row is this count's (modulo the tiles), not the first tile (``overlap.py``)."""
     seq, fused = split_outer(outer)
     seq_ranges = outer_ranges[: len(seq)]
     fused_ranges = outer_ranges[len(seq) :]
     count = " * ".join([f"__x{tag}_{p}" for p in fused] + ([f"({chunks})"] if chunks else [])) or "1"
+    first = "(long long)__block * __tile.meta_group_size() + __tile.meta_group_rank()"
+    if start:
+        first = f"({first} + __tiles{tag} - {start} % __tiles{tag}) % __tiles{tag}"
     loop = [
         f"const {INDEX_T} __tiles{tag} = (long long)__blocks * __tile.meta_group_size();",
-        f"for ({INDEX_T} __o{tag} = (long long)__block * __tile.meta_group_size() + __tile.meta_group_rank(); "
-        f"__o{tag} < {count}; __o{tag} += __tiles{tag}) {{",
+        f"for ({INDEX_T} __o{tag} = {first}; __o{tag} < {count}; __o{tag} += __tiles{tag}) {{",
     ]
     decode, extents = [], [f"__x{tag}_{p}" for p in fused]
     if chunks:

@@ -590,6 +590,16 @@ template <unsigned int Size, typename F, typename... P> __device__ inline void w
     }
 }
 
+// The tile size with_tile<Size>(want, ...) takes in this block (the same in every thread of the block).
+template <unsigned int Size> __device__ inline long long tile_size(long long want) {
+    if constexpr (Size > 32) {
+        if (want >= (long long)Size && blockDim.x % Size == 0 && blockDim.x / Size <= 15) return Size;
+        return tile_size<Size / 2>(want);
+    } else {
+        return Size;
+    }
+}
+
 // Reduction of one value per lane across a tile; every lane gets the result.
 template <Op op, typename T, unsigned int Size> __device__ inline T tile_reduce(const BlockTile<Size> &tile, T val) {
     __shared__ T partial[32];  // one per warp of the block
@@ -617,6 +627,7 @@ template <Op op, typename Tile, typename T> __device__ inline T tile_reduce(cons
 template <typename F, typename... P> inline void apart(F f, P... p) { f(p...); }
 inline long long tile_for_reduction(long long extent, long long = 0) { return pow2_at_least(extent); }
 inline long long tile_for_map(long long extent) { return pow2_at_least(extent); }
+template <unsigned int Size> inline long long tile_size(long long) { return Size; }
 inline long long tile_for_columns(long long, long long) { return 1; }
 inline long long column_chunks(long long, long long, long long) { return 1; }
 template <unsigned int Size, typename F, typename... P> inline void with_tile(long long, F &&f, P... p) {

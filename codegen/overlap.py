@@ -24,22 +24,6 @@ from __future__ import annotations
 from . import ir
 
 
-def _loops(node):
-    """Every loop under ``node``, outer loops first."""
-    if isinstance(node, ir.Loop):
-        yield node
-        yield from _loops(node.body)
-    elif isinstance(node, ir.Seq):
-        for child in node.children:
-            yield from _loops(child)
-    elif isinstance(node, ir.Branch):
-        for body in node.bodies:
-            yield from _loops(body)
-    elif isinstance(node, ir.Graph):
-        for block in node.blocks:
-            yield from _loops(block)
-
-
 def _barriers(node, open_: bool, warp: int, entries: dict | None = None) -> bool:
     """Marks a block barrier before the tile steps of more than ``warp`` lanes that may follow another such step
     with no barrier between them in their block; ``open_``: one may be running on entry. Returns the same on exit.
@@ -94,7 +78,7 @@ def deal_rows(root: ir.Seq, warp: int = 32) -> list[str]:
     entries: dict = {}
     _barriers(root, False, warp, entries)
     declarations = []
-    for loop in _loops(root):
+    for loop in (c for seq in ir.seqs(root) for c in seq.children if isinstance(c, ir.Loop)):
         parts = [p for p in (loop.init, loop.cond, loop.update) if p is not None]
         if any(i.sync_before or i.part_sync_before for p in [loop.body, *parts] for i in ir.items(p)):
             continue

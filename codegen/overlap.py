@@ -24,12 +24,11 @@ from __future__ import annotations
 from . import ir
 
 
-def _barriers(node, open_: bool, warp: int, entries: dict | None = None) -> bool:
+def _barriers(node, open_: bool, warp: int, entries: dict) -> bool:
     """Marks a block barrier before the tile steps of more than ``warp`` lanes that may follow another such step
     with no barrier between them in their block; ``open_``: one may be running on entry. Returns the same on exit.
     ``entries``: per loop (``id``), whether one may be running where the loop is entered from outside.
     """
-    entries = {} if entries is None else entries
     if isinstance(node, ir.Item):
         if node.sync_before or node.bar_before:
             open_ = False

@@ -66,6 +66,11 @@ def _identifies(index, row, rows) -> bool:
     return not (rest.free_symbols & set(rows))
 
 
+def _row_symbols(form: RowForm) -> dict:
+    """The form's outer parameters -> the group's row symbols (``__g0``, ``__g1``, ...)."""
+    return {dace.symbolic.symbol(p): dace.symbolic.symbol(f"__g{j}") for j, p in enumerate(form.outer)}
+
+
 def _row_local(members: list[tuple[ir.Item, RowForm]]) -> bool:
     """Whether two tiles (two rows) never touch the same element of a container written in the group.
 
@@ -77,7 +82,7 @@ def _row_local(members: list[tuple[ir.Item, RowForm]]) -> bool:
     rows = [dace.symbolic.symbol(f"__g{j}") for j in range(len(members[0][1].outer))]
     found: dict[str, list] = {}
     for item, form in members:
-        rename = {dace.symbolic.symbol(p): g for p, g in zip(form.outer, rows)}
+        rename = _row_symbols(form)
         for name, subset in item.row.accesses:
             if name not in written:
                 continue
@@ -150,7 +155,7 @@ def _groups(children: list) -> list[tuple[int, int, list]]:
 def _row_point(item: ir.Item, form: RowForm, name: str):
     """The one element of ``name`` that ``item`` touches in a row, as a tuple of indices in the group's row
     symbols, or ``None`` where its accesses are not all that single element."""
-    rows = {dace.symbolic.symbol(p): dace.symbolic.symbol(f"__g{j}") for j, p in enumerate(form.outer)}
+    rows = _row_symbols(form)
     points = set()
     for n, subset in item.row.accesses:
         if n != name:
@@ -170,7 +175,7 @@ def _row_point(item: ir.Item, form: RowForm, name: str):
 def _in_registers(items: list[ir.Item], forms: list[RowForm], ctx, users: dict) -> dict:
     """The containers of a row group that can live in a register of each row's lane 0 (``{name: variable}``):
     transients in device memory that no other step of the kernel touches, whose accesses in the group are all
-    the row's one element, made by lane 0 alone, the first of them a write (syr2k's and gemver's sums of a row,
+    the row's one element, made by lane 0 alone, the first of them a write (syr2k's and gesummv's sums of a row,
     handed from one fused step to the next). Their memory would be the only thing that two rows' tiles, or
     one row's tiles in two iterations of a loop, share."""
     viewed = {ctx.root(v) for v in ctx.views}
@@ -221,9 +226,9 @@ def _fused_item(items: list[ir.Item], forms: list[RowForm], ctx, channel, users:
     def code(start: str | None = None, size: str | None = None) -> list[str]:
         out = extent_decls(rows, anchor.ranges, "r")
         if size:  # a block barrier where this run's tile size is not the last run's (overlap.py)
-            now = f"cpufree::tile_size<{bound}>({anchor.want})"
             barrier = chan.sync_lines(channel, f"{label} (its tile size changed)", grid=False)
-            out += [f"if ({now} != {size}) {{"] + indent(barrier + [f"{size} = {now};"]) + ["}"]
+            out += [f"const {INDEX_T} __tile_now = cpufree::tile_size<{bound}>({anchor.want});"]
+            out += ["if (__tile_now != " + size + ") {"] + indent(barrier + [f"{size} = __tile_now;"]) + ["}"]
         out += with_tile(bound, anchor.want, tile_stride(rows, anchor.ranges, "r", body, start=start), passed)
         out += [f"{start} += {' * '.join(f'__xr_{p}' for p in rows)};"] if start else []
         return ["{"] + indent(out) + ["}"]

@@ -246,27 +246,9 @@ def _carried(tail: Pending, head: Pending, earlier: Earlier | None) -> Pending:
         return tail
     out = set()
     for entry in tail:
-        sub = entry[4]
-        var = _symbol(sub, earlier.var)
-        if entry in head or var is None:
-            out.add(entry)
-            continue
-        sub = copy.deepcopy(sub)
-        sub.replace({var: dace.symbolic.symbol(earlier.earlier, var.dtype)})
-        out.add(entry[:4] + (sub, entry[5], earlier))
+        sub = None if entry in head else _renamed(entry[4], earlier.var, earlier.earlier)
+        out.add(entry if sub is None else entry[:4] + (sub, entry[5], earlier))
     return frozenset(out)
-
-
-def _symbol(sub, name: str):
-    """The symbol called ``name`` in the expressions of ``sub`` (``None``: not there)."""
-    if sub is None:
-        return None
-    for dim in sub.ndrange():
-        for x in dim:
-            found = [s for s in dace.symbolic.pystr_to_symbolic(x).free_symbols if str(s) == name]
-            if found:
-                return found[0]
-    return None
 
 
 def _restored(pending: Pending, earlier: Earlier | None) -> Pending:
@@ -274,16 +256,23 @@ def _restored(pending: Pending, earlier: Earlier | None) -> Pending:
     loop may be one an iteration had, after a ``break``)."""
     if earlier is None:
         return pending
-    out = set()
-    for entry in pending:
-        if entry[6] != earlier:
-            out.add(entry)
-            continue
-        sub = copy.deepcopy(entry[4])
-        prev = _symbol(sub, earlier.earlier)
-        sub.replace({prev: dace.symbolic.symbol(earlier.var, prev.dtype)})
-        out.add(entry[:4] + (sub, entry[5], None))
-    return frozenset(out)
+    return frozenset(
+        entry[:4] + (_renamed(entry[4], earlier.earlier, earlier.var), entry[5], None) if entry[6] == earlier else entry
+        for entry in pending
+    )
+
+
+def _renamed(sub, old: str, new: str):
+    """A copy of the subset ``sub`` with the symbol called ``old`` renamed ``new`` (``None``: ``old`` is not in it)."""
+    if sub is None:
+        return None
+    found = [s for dim in sub.ndrange() for x in dim for s in dace.symbolic.pystr_to_symbolic(x).free_symbols]
+    symbol = next((s for s in found if str(s) == old), None)
+    if symbol is None:
+        return None
+    sub = copy.deepcopy(sub)
+    sub.replace({symbol: dace.symbolic.symbol(new, symbol.dtype)})
+    return sub
 
 
 def _flow_graph(graph: ir.Graph, pending: Pending) -> Pending:

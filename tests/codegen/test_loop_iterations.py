@@ -126,7 +126,9 @@ def test_a_block_barrier_parts_tile_steps_of_different_runs():
     source = dace_cpufree.kernel_source(syr2k.program)
     [rows] = [i for i in ir.items(source.kernel_ir) if i.form == ir.Form.ROWS]
     assert not rows.bar_before and "long long __tile_size0 = 0;" in source.code
-    assert any(line.strip().startswith("if (cpufree::tile_size<1024>(") for line in rows.code)
+    lines = [line.strip() for line in rows.code]
+    assert any(line.startswith("const long long __tile_now = cpufree::tile_size<1024>(") for line in lines)
+    assert "if (__tile_now != __tile_size0) {" in lines
 
 
 @pytest.mark.parametrize("program", [chained_rows, halved_rows, shifted_rows], ids=lambda p: p.name)

@@ -575,12 +575,18 @@ template <typename F, typename Tile, typename... P> __device__ __noinline__ void
 // (jacobi_3d's overlapped form: 232 registers per thread; 48 with both apart). Pointers as for run_step.
 template <typename F, typename... P> __device__ __noinline__ void apart(F f, P... p) { f(p...); }
 
+// Whether a tile of Size (more than a warp) serves `want` in this block: at most 15 per block, one named barrier
+// each. with_tile and tile_size choose by it alike.
+template <unsigned int Size> __device__ inline bool tile_fits(long long want) {
+    return want >= (long long)Size && blockDim.x % Size == 0 && blockDim.x / Size <= 15;
+}
+
 // Calls f(tile) with the largest tile size <= Size that `want` reaches and the block can hold:
 // warp-sized and smaller tiles are cooperative_groups::tiled_partition<T>, larger ones BlockTile<T>
 // (at most 15 per block: one named barrier each). All threads of the block call it together.
 template <unsigned int Size, typename F, typename... P> __device__ inline void with_tile(long long want, F &&f, P... p) {
     if constexpr (Size > 32) {
-        if (want >= (long long)Size && blockDim.x % Size == 0 && blockDim.x / Size <= 15) {
+        if (tile_fits<Size>(want)) {
             run_step(f, BlockTile<Size>{}, p...);
             return;
         }
@@ -593,8 +599,7 @@ template <unsigned int Size, typename F, typename... P> __device__ inline void w
 // The tile size with_tile<Size>(want, ...) takes in this block (the same in every thread of the block).
 template <unsigned int Size> __device__ inline long long tile_size(long long want) {
     if constexpr (Size > 32) {
-        if (want >= (long long)Size && blockDim.x % Size == 0 && blockDim.x / Size <= 15) return Size;
-        return tile_size<Size / 2>(want);
+        return tile_fits<Size>(want) ? (long long)Size : tile_size<Size / 2>(want);
     } else {
         return Size;
     }

@@ -128,30 +128,48 @@ def contiguous_param(state: SDFGState, entry: nodes.MapEntry, candidates: list[s
     return [p for p in params if votes.get(p) == best][-1]
 
 
-@dace.library.environment
-class CPUFreeMathDx:
-    """NVIDIA cuBLASDx (the ``nvidia-mathdx`` wheel, headers only): the block-level products of ``cpufree::gemm``,
-    which the expansion of matrix products declares (transformations/gemm.py). The generator includes its
-    ``kernel_headers``; the builder adds the wheel's include folders (dace_cpufree/runtime/mathdx.py)."""
+class _HeadersOnly:
+    """The fields DaCe asks of an environment, empty: what the kernels of ours need is a header of
+    ``cpufree/`` (``kernel_headers``, included by codegen/kernel.py) and at most compile flags."""
 
     cmake_minimum_version = None
     cmake_packages = []
     cmake_variables = {}
     cmake_includes = []
     cmake_libraries = []
-    cmake_compile_flags = ["--expt-relaxed-constexpr"]
+    cmake_compile_flags = []
     cmake_link_flags = []
     cmake_files = []
-    headers = ["cpufree/gemm.cuh"]
-    kernel_headers = ["cpufree/gemm.cuh"]  # what the generated kernel includes (codegen/kernel.py)
+    headers = []
+    kernel_headers = []
     state_fields = []
     init_code = ""
     finalize_code = ""
     dependencies = []
 
 
+@dace.library.environment
+class CPUFreeMathDx(_HeadersOnly):
+    """NVIDIA cuBLASDx (the ``nvidia-mathdx`` wheel, headers only): the block-level products of ``cpufree::gemm``,
+    which the expansion of matrix products declares (transformations/gemm.py). The generator includes its
+    ``kernel_headers``; the builder adds the wheel's include folders (dace_cpufree/runtime/mathdx.py)."""
+
+    cmake_compile_flags = ["--expt-relaxed-constexpr"]
+    headers = ["cpufree/gemm.cuh"]
+    kernel_headers = ["cpufree/gemm.cuh"]
+
+
 #: The name of the matrix products' environment in a tasklet's ``environments`` (DaCe records the class path).
 MATHDX_ENVIRONMENT = CPUFreeMathDx.full_class_path()
+
+
+@dace.library.environment
+class CPUFreeMatVec(_HeadersOnly):
+    """``cpufree::gemv_pair`` and ``gemv_chain`` (``cpufree/gemv.cuh``, no library): two matrix-vector products over
+    one matrix in one call (transformations/matvec_pairs.py)."""
+
+    headers = ["cpufree/gemv.cuh"]
+    kernel_headers = ["cpufree/gemv.cuh"]
 
 
 @dataclass(frozen=True)

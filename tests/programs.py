@@ -72,3 +72,13 @@ def softmax_f64(x: dace.float64[N, M, SK, SK]):
 
 
 SOFTMAX_PAPER = dict(N=64, H=16, SM=512)  # NPBench's softmax at its paper preset
+
+
+@dace.program
+def row_sums(A: dace.float64[M, N], x: dace.float64[N], y: dace.float64[M]):
+    y[:] = A @ x  # one product alone: reduced along the contiguous dimension, a tile or warp per row
+
+
+@dace.program
+def column_sums(x2: dace.float64[N], y_2: dace.float64[N], A: dace.float64[N, N]):
+    x2 += y_2 @ A  # mvt's second product alone: outputs along the contiguous dimension

@@ -6,6 +6,7 @@ from .expand_libraries import ExpandLibraryNodesToDataflow
 from .fuse_persistent import FusePersistentKernel, check_persistable
 from .gemm import ExpandGemmCpufree
 from .linalg import ExpandCholeskyCpufree, ExpandInvCpufree, ExpandSolveCpufree
+from .matvec_pairs import PairMatVecProducts
 from .schedule import PERSISTENT_SCHEDULE
 from .schedule_threads import ScheduleThreads
 
@@ -16,6 +17,7 @@ __all__ = [
     "ExpandSolveCpufree",
     "ExpandLibraryNodesToDataflow",
     "FusePersistentKernel",
+    "PairMatVecProducts",
     "PERSISTENT_SCHEDULE",
     "ScheduleThreads",
     "PrepareCommunication",

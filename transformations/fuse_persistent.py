@@ -26,6 +26,7 @@ from .block_scopes import prepare_block_scopes, simplify
 from .expand_libraries import ExpandLibraryNodesToDataflow
 from .loop_into_map import MoveUpdateLoopsIntoMap
 from .loop_reductions import LoopAccumulationToMap, inside
+from .matvec_pairs import PairMatVecProducts
 from .program_order import accesses, conflict
 from .scaled_products import ScaleAfterProduct
 from .schedule import PERSISTENT_SCHEDULE
@@ -98,6 +99,7 @@ class FusePersistentKernel(ppl.Pass):
     def _fuse(self, sdfg: dace.SDFG) -> None:
         """Library nodes expanded, maps fused, nested SDFGs inlined."""
         ScaleAfterProduct().apply_pass(sdfg, {})
+        PairMatVecProducts().apply_pass(sdfg, {})  # before the products are expanded one by one
         ExpandLibraryNodesToDataflow().apply_pass(sdfg, {})
         simplify(sdfg)
         if LoopAccumulationToMap().apply_pass(sdfg, {}):

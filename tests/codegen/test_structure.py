@@ -8,7 +8,7 @@ from dace_cpufree.codegen import CUDA, HIP, generate, ir
 from dace_cpufree.codegen.ir import Form
 from dace_cpufree.transformations import PERSISTENT_SCHEDULE, FusePersistentKernel
 from kernel_steps import forms, items
-from programs import independent_then_dependent, scalar_sum, time_loop, two_independent
+from programs import column_sums, independent_then_dependent, row_sums, scalar_sum, time_loop, two_independent
 
 import dace_cpufree
 from npbench_runs.kernels import KERNELS
@@ -96,7 +96,7 @@ def test_restrict_only_on_arrays_the_kernel_never_writes():
 
 def test_matrix_vector_rows_use_a_warp_per_output_without_scheduler():
     """A @ x reduces over the contiguous axis: lanes stride over a row, shuffles combine."""
-    src = dace_cpufree.kernel_source(KERNELS["atax"].program, scheduler=False)
+    src = dace_cpufree.kernel_source(row_sums, scheduler=False)
     assert Form.WARP_PER_OUTPUT in forms(src)
 
 
@@ -164,14 +164,14 @@ def test_step_functions_take_the_kernel_pointers_as_parameters():
 
 
 def test_column_reductions_split_the_reduced_dimension_into_ranges_over_the_tiles():
-    """mvt's ``y_2 @ A`` (outputs along the contiguous dimension): a lane per output, the rows split into ranges
-    over the grid's tiles; the ranges' sums meet in atomic adds only where there are several."""
-    src = dace_cpufree.kernel_source(KERNELS["mvt"].program)
+    """``y_2 @ A`` alone (mvt's second product; outputs along the contiguous dimension): a lane per output, the
+    rows split into ranges over the grid's tiles; the ranges' sums meet in atomic adds only where there are several."""
+    src = dace_cpufree.kernel_source(column_sums)
     assert [(i.form, i.tile) for i in items(src) if i.form == Form.TILE_COLUMNS] == [(Form.TILE_COLUMNS, 1024)]
     assert any("split into ranges over the tiles" in s for _, s, _ in src.steps)
-    assert Form.TILE_COLUMNS not in forms(dace_cpufree.kernel_source(KERNELS["mvt"].program, scheduler=False))
+    assert Form.TILE_COLUMNS not in forms(dace_cpufree.kernel_source(column_sums, scheduler=False))
     # text under test: the store that is atomic only where the rows are split (one range: deterministic sums)
-    kernel = _kernel_text(KERNELS["mvt"].program)
+    kernel = _kernel_text(column_sums)
     assert (
         "if (__c < __cols) { if (__chunks > 1) cpufree::atomic_combine<cpufree::Op::Sum>(&y_2_matmul_A[(__i0)], "
         "__acc1); else y_2_matmul_A[(__i0)] = " in kernel
@@ -179,11 +179,11 @@ def test_column_reductions_split_the_reduced_dimension_into_ranges_over_the_tile
 
 
 def test_thread_per_output_reductions_spread_their_warps_over_the_blocks():
-    """mvt's column sums (a thread per output): warps numbered block-fastest, lanes consecutive."""
-    src = dace_cpufree.kernel_source(KERNELS["mvt"].program, scheduler=False)
+    """Column sums of ``y_2 @ A`` (a thread per output): warps numbered block-fastest, lanes consecutive."""
+    src = dace_cpufree.kernel_source(column_sums, scheduler=False)
     assert forms(src).count(Form.THREAD_PER_OUTPUT) == 1
     # text under test: the numbering of the thread-per-output step, and the element-wise steps' own
-    kernel = _kernel_text(KERNELS["mvt"].program, scheduler=False)
+    kernel = _kernel_text(column_sums, scheduler=False)
     spread = (
         "const long long __spread = blockDim.x % warpSize ? __tid : "
         "((long long)(threadIdx.x / warpSize) * __blocks + __block) * warpSize + threadIdx.x % warpSize;"

@@ -135,7 +135,7 @@ def test_a_product_inside_a_map_is_a_register_reduction_tiled_over_the_output_ro
 
 
 def test_matrix_vector_rows_reduce_inside_a_tile():
-    assert Form.ROWS in forms(dace_cpufree.kernel_source(KERNELS["atax"].program))  # a tile per row
+    assert Form.ROWS in forms(dace_cpufree.kernel_source(programs.row_sums))  # a tile per row
 
 
 def test_cli_inspect_reports_tiles(tmp_path, capsys):

@@ -22,7 +22,7 @@ from dace.transformation.transformation import ExpandTransformation
 from dace_cpufree.vocabulary import CPUFreeMathDx
 
 
-def _c(expr) -> str:
+def cxx(expr) -> str:
     """C++ text of a size or leading dimension."""
     return sym2cpp(dace.symbolic.pystr_to_symbolic(expr) if isinstance(expr, str) else expr)
 
@@ -31,7 +31,7 @@ def _c(expr) -> str:
 TYPES = (dace.float64, dace.float32)
 
 
-def _operand(state: dace.SDFGState, sdfg: dace.SDFG, edge) -> tuple | None:
+def matrix_operand(state: dace.SDFGState, sdfg: dace.SDFG, edge) -> tuple | None:
     """``(rows, cols, leading dimension)`` of a matrix operand given as a 2-D window with contiguous rows."""
     desc = sdfg.arrays[edge.data.data]
     subset = edge.data.subset
@@ -44,7 +44,7 @@ def _operand(state: dace.SDFGState, sdfg: dace.SDFG, edge) -> tuple | None:
     return rows, cols, desc.strides[dims[0]]
 
 
-def _at_top_level(state: dace.SDFGState, node) -> bool:
+def at_top_level(state: dace.SDFGState, node) -> bool:
     """Whether ``node`` runs once for the whole grid: outside every map, also through nested SDFGs."""
     graph = state
     if graph.entry_node(node) is not None:
@@ -59,13 +59,13 @@ def _at_top_level(state: dace.SDFGState, node) -> bool:
 
 def applies(node: Gemm, state: dace.SDFGState, sdfg: dace.SDFG) -> dict | None:
     """The operands of ``node`` when the in-kernel product can compute it, else ``None``."""
-    if not _at_top_level(state, node):
+    if not at_top_level(state, node):
         return None
     ops = {}
     for e in state.in_edges(node):
-        ops[e.dst_conn] = _operand(state, sdfg, e)
+        ops[e.dst_conn] = matrix_operand(state, sdfg, e)
     for e in state.out_edges(node):
-        ops["_out"] = _operand(state, sdfg, e)
+        ops["_out"] = matrix_operand(state, sdfg, e)
     if any(v is None for v in ops.values()) or not {"_a", "_b", "_out"} <= set(ops):
         return None
     types = {sdfg.arrays[e.data.data].dtype for e in state.all_edges(node)}
@@ -76,9 +76,9 @@ def _product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, tran
     """The tasklet of one grid-wide ``cpufree::gemm`` call, with what it needs of the launch as its facts."""
     ctype = dtype.ctype
     code = (
-        f"cpufree::gemm<{ctype}>((long long)({_c(m)}), (long long)({_c(n)}), (long long)({_c(k)}), "
-        f"({ctype})({alpha}), _a, (long long)({_c(lda)}), {str(trans_a).lower()}, _b, "
-        f"(long long)({_c(ldb)}), {str(trans_b).lower()}, ({ctype})({beta}), _c, (long long)({_c(ldc)}));"
+        f"cpufree::gemm<{ctype}>((long long)({cxx(m)}), (long long)({cxx(n)}), (long long)({cxx(k)}), "
+        f"({ctype})({alpha}), _a, (long long)({cxx(lda)}), {str(trans_a).lower()}, _b, "
+        f"(long long)({cxx(ldb)}), {str(trans_b).lower()}, ({ctype})({beta}), _c, (long long)({cxx(ldc)}));"
     )
     pointer = dace.pointer(dtype)
     return nodes.Tasklet(
@@ -93,7 +93,7 @@ def _product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, tran
             "cpufree_dynamic_shared": f"cpufree::gemm_shared_bytes<{ctype}>()",
             # its output tiles, for the launcher's choice of build (codegen/host.py kernel_builds), and the symbols
             # that count them, which the launcher must have
-            "cpufree_tiles": f"cpufree::gemm_tiles<{ctype}>((long long)({_c(m)}), (long long)({_c(n)}))",
+            "cpufree_tiles": f"cpufree::gemm_tiles<{ctype}>((long long)({cxx(m)}), (long long)({cxx(n)}))",
             "cpufree_tile_symbols": ",".join(sorted(str(x) for x in dace.symbolic.symlist(m * n))),
         },
     )  # DaCe records the environment (CPUFreeMathDx) in the tasklet
@@ -145,7 +145,7 @@ def batched_applies(node: BatchedMatMul, state: dace.SDFGState, sdfg: dace.SDFG)
     """Operands of a batched product with one right-hand matrix shared by the batch (``A @ B`` with ``A`` of 3 or
     more dimensions, ``B`` 2-D) whose batch of left matrices and of results are each one block of stacked rows:
     then it is one matrix product of ``batch * M`` rows. ``None`` otherwise."""
-    if not _at_top_level(state, node) or node.transA or node.transB:
+    if not at_top_level(state, node) or node.transA or node.transB:
         return None
     edges = {e.dst_conn: e for e in state.in_edges(node)}
     edges["_c"] = next(iter(state.out_edges(node)))
@@ -154,7 +154,7 @@ def batched_applies(node: BatchedMatMul, state: dace.SDFGState, sdfg: dace.SDFG)
     descs = {k: sdfg.arrays[e.data.data] for k, e in edges.items()}
     if len({d.dtype for d in descs.values()}) != 1 or descs["_a"].dtype not in TYPES:
         return None
-    b = _operand(state, sdfg, edges["_b"])
+    b = matrix_operand(state, sdfg, edges["_b"])
     a = _stacked_rows(descs["_a"], edges["_a"].data.subset)
     c = _stacked_rows(descs["_c"], edges["_c"].data.subset)
     if b is None or a is None or c is None or len(edges["_a"].data.subset.size()) < 3:

@@ -29,7 +29,7 @@ from dace.transformation import pass_pipeline as ppl
 
 from dace_cpufree.vocabulary import CPUFreeMatVec
 
-from .gemm import TYPES, _at_top_level, _c, _operand
+from .gemm import TYPES, at_top_level, cxx, matrix_operand
 
 
 def _vector(sdfg: dace.SDFG, edge) -> object | None:
@@ -52,14 +52,14 @@ def _product(state: dace.SDFGState, sdfg: dace.SDFG, node: MatMul) -> tuple | No
     """``(side, matrix edge, vector edge, result edge, (rows, cols, ld))`` of a matrix-vector product: side
     ``"right"`` for ``A @ x``, ``"left"`` for ``y @ A``; ``None`` for any other node."""
     edges = _edges(state, node)
-    if set(edges) != {"_a", "_b", "_c"} or not _at_top_level(state, node):
+    if set(edges) != {"_a", "_b", "_c"} or not at_top_level(state, node):
         return None
     if len({sdfg.arrays[e.data.data].dtype for e in edges.values()}) != 1:
         return None
     if sdfg.arrays[edges["_c"].data.data].dtype not in TYPES or _vector(sdfg, edges["_c"]) is None:
         return None
     for side, matrix, vector in (("right", "_a", "_b"), ("left", "_b", "_a")):
-        shape = _operand(state, sdfg, edges[matrix])
+        shape = matrix_operand(state, sdfg, edges[matrix])
         if shape is not None and _vector(sdfg, edges[vector]) is not None:
             return side, edges[matrix], edges[vector], edges["_c"], shape
     return None
@@ -106,8 +106,8 @@ def _replace(state: dace.SDFGState, sdfg: dace.SDFG, kind: str, right, left) -> 
         inputs={c: pointer for c in inputs},
         outputs={"_Ax": pointer, "_yA": pointer},
         code=(
-            f"cpufree::gemv_{kind}<{dtype.ctype}>((long long)({_c(rows)}), (long long)({_c(cols)}), _A, "
-            f"(long long)({_c(ld)}), {vectors});"
+            f"cpufree::gemv_{kind}<{dtype.ctype}>((long long)({cxx(rows)}), (long long)({cxx(cols)}), _A, "
+            f"(long long)({cxx(ld)}), {vectors});"
         ),
         language=dace.Language.CPP,
         location={"cpufree_executor": "grid"},

@@ -115,7 +115,7 @@ __device__ inline int row_of_lane(int lane) {
 // and yA (Left); the outputs it adds to are zero.
 template <typename T, int V, bool Right, bool Left>
 __device__ void gemv_stream(long long rows, long long cols, const T *A, long long lda, const T *x, const T *y,
-                                 T *Ax, T *yA) {
+                            T *Ax, T *yA) {
     constexpr int U = V == 1 ? 4 : kLoads;  // loads per lane and row
     constexpr long long Strip = (long long)kLanes * U * V;  // columns of a strip
     const int lane = threadIdx.x % kLanes, warps = blockDim.x / kLanes, warp = threadIdx.x / kLanes;
@@ -179,12 +179,6 @@ __device__ void gemv_stream(long long rows, long long cols, const T *A, long lon
     }
 }
 
-#endif  // CPUFREE_GEMV_STREAM
-
-}  // namespace gemv_detail
-
-#if defined(CPUFREE_GEMV_STREAM)
-namespace gemv_detail {
 // Whether the streamed form runs (the same for every thread): float or double, blocks of at least a warp; zeroes
 // the n0 elements of o0 and the n1 of o1 first, then syncs the grid.
 template <typename T>
@@ -210,8 +204,10 @@ __device__ inline void stream(long long rows, long long cols, const T *A, long l
     else
         gemv_stream<T, 1, Right, Left>(rows, cols, A, lda, x, y, Ax, yA);
 }
+
+#endif  // CPUFREE_GEMV_STREAM
+
 }  // namespace gemv_detail
-#endif
 
 template <typename T, typename PA, typename PX, typename PY, typename PAX, typename PYA>
 __device__ inline void gemv_pair(long long rows, long long cols, PA A, long long lda, PX x, PY y, PAX Ax, PYA yA) {

@@ -267,10 +267,19 @@ extern "C" int cpufree_shmem_copy(void *dst, const void *src, size_t n) {{
 # block per multiprocessor then runs more tiles at once; with fewer tiles it only adds blocks to every grid sync.
 # One template for both (``__launch_bounds__(128, MinBlocks)``) made the unbounded one 6-7 % slower (k2mm, mlp at S).
 # Measured on an H100 (docs/linear-algebra.md): gemm 0.195 -> 0.155 ms at S, 0.725 -> 0.665 ms at paper.
+# The body is a template over the build's blocks per multiprocessor (0: unbounded), which its products' calls take as
+# CPUFREE_BLOCKS_PER_SM to choose their tile (cpufree::GemmTileFor): each kernel compiles only its own tile.
+BODY_HEAD = """\
+#undef CPUFREE_BLOCKS_PER_SM
+#define CPUFREE_BLOCKS_PER_SM cpufree_blocks_per_sm
+template <int cpufree_blocks_per_sm>
+__device__ __forceinline__ void {kernel}_body"""
 BUILDS = """
-__global__ void {kernel}({params}) {{ {kernel}_body({args}); }}
+#undef CPUFREE_BLOCKS_PER_SM
+#define CPUFREE_BLOCKS_PER_SM 0
+__global__ void {kernel}({params}) {{ {kernel}_body<0>({args}); }}
 __global__ void __launch_bounds__(cpufree::bound_threads({need}), 3)
-{kernel}_bounded({params}) {{ {kernel}_body({args}); }}
+{kernel}_bounded({params}) {{ {kernel}_body<3>({args}); }}
 """
 BOUNDED_BUILD = """\
         cpufree_state.per_sm_bounded = 0;
@@ -315,7 +324,7 @@ def kernel_builds(
     names = ", ".join(a.name for a in args)
     wrappers = BUILDS.format(kernel=kernel, params=params, args=names, need=next(iter(threads)))
     return (
-        f"__device__ __forceinline__ void {kernel}_body",
+        BODY_HEAD.format(kernel=kernel),
         wrappers,
         dict(
             bounded=BOUNDED_BUILD.format(kernel=kernel),

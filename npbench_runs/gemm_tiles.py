@@ -27,13 +27,16 @@ from pathlib import Path
 
 from dace_cpufree.runtime import mathdx
 
-#: (element type, tile M, tile N, tile K, threads, pipeline stages[, (warps M, warps N, atom K)]): six fields take
-#: cuBLASDx's block product (``GemmTile``); a seventh takes the direct DMMA product (``GemmTileDmma``, double only):
-#: warps M x warps N warps (threads = 32 x both), each on 16 x 8 x atom-K MMAs.
+#: (element type, tile M, tile N, tile K, threads, pipeline stages[, (warps M, warps N, atom K)[, blocks per SM]]): six
+#: fields take cuBLASDx's block product (``GemmTile``); a seventh takes the direct DMMA product (``GemmTileDmma``,
+#: double only): warps M x warps N warps (threads = 32 x both), each on 16 x 8 x atom-K MMAs; an eighth declares the
+#: kernel ``__launch_bounds__(threads, blocks)``, as the fused kernel's bounded build does.
 CONFIGS = [
     ("double", 64, 64, 16, 128, 3),  # cuBLASDx, for comparison
-    ("double", 64, 64, 16, 128, 3, (2, 2, 4)),  # the default: 32 x 32 warp tiles
-    ("double", 128, 64, 16, 128, 4, (2, 2, 4)),  # 64 x 32 warp tiles: the fastest at 4096^3
+    ("double", 64, 64, 16, 128, 3, (2, 2, 4), 3),  # C = A B on 16x8x4 atoms
+    ("double", 64, 64, 16, 128, 3, (2, 2, 8), 3),  # the default: C^T = B^T A^T on 16x8x8 atoms
+    ("double", 64, 64, 32, 128, 3, (2, 2, 16)),  # cuBLAS's FP64 tile on an H100 (Nsight Compute): two blocks per SM
+    ("double", 128, 64, 16, 128, 4, (2, 2, 4)),  # 64 x 32 warp tiles
     ("float", 64, 128, 16, 128, 3),  # the default
     ("float", 64, 64, 16, 128, 4),
 ]
@@ -45,8 +48,8 @@ SOURCE = r"""
 using T = {T};
 using Tile = {TILE};
 
-__global__ void __launch_bounds__({THREADS}) product(long long M, long long N, long long K, const T *A, const T *B,
-                                                     T *C, long long splits) {{
+__global__ void __launch_bounds__({THREADS}, {MINB})
+product(long long M, long long N, long long K, const T *A, const T *B, T *C, long long splits) {{
     cpufree::gemm_detail::gemm_tensor<T, Tile>(M, N, K, T(1), A, K, false, B, N, false, T(0), C, N, splits);
 }}
 
@@ -93,7 +96,7 @@ def _fields(cfg) -> dict:
         if t != "double" or threads != 32 * wm * wn:
             raise ValueError(f"DMMA configuration {cfg}: double only, threads = 32 x warps")
         tile = f"cpufree::GemmTileDmma<{tm}, {tn}, {tk}, {wm}, {wn}, {ak}, {stages}>"
-    return dict(T=t, TILE=tile, THREADS=threads)
+    return dict(T=t, TILE=tile, THREADS=threads, MINB=cfg[7] if len(cfg) > 7 else 1)
 
 
 def name(cfg) -> str:
@@ -102,6 +105,8 @@ def name(cfg) -> str:
     if len(cfg) > 6 and cfg[6] is not None:
         wm, wn, ak = cfg[6]
         base += f"_dmma{wm}x{wn}k{ak}"
+    if len(cfg) > 7:
+        base += f"_b{cfg[7]}"
     return base
 
 
@@ -222,7 +227,7 @@ bool check(bool sm90) {
             for (int i = 0; i < W::kMI; ++i)
                 for (int j = 0; j < W::kNJ; ++j)
                     for (int v = 0; v < 4; ++v) {
-                        const int m = W::c_row(w, l, i, v), n = W::c_col(w, l, j, v);
+                        const int m = W::c_row(w, l, i, j, v), n = W::c_col(w, l, i, j, v);
                         if (m < 0 || m >= TM || n < 0 || n >= TN) return false;
                         C[m * TN + n] += at(l, i, j)[0][v];
                         ++writes[m * TN + n];

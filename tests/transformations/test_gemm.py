@@ -102,6 +102,12 @@ def test_kernels_with_products_are_built_twice_and_the_launcher_counts_their_til
     assert f"__global__ void {kernel}(" in source.code
     bound = "__launch_bounds__(cpufree::bound_threads(cpufree::gemm_threads<double>()), 3)"
     assert f"{bound}\n{kernel}_bounded(" in source.code
+    # each build instantiates the body for its blocks per multiprocessor, which picks the products' tile
+    assert (
+        "template <int cpufree_blocks_per_sm>" in source.code
+        and "#define CPUFREE_BLOCKS_PER_SM cpufree_blocks_per_sm" in source.code
+    )
+    assert f"{kernel}_body<0>(" in source.code and f"{kernel}_body<3>(" in source.code
     (call,) = _products(source)
     assert call.tiles == "cpufree::gemm_tiles<double>((long long)(M), (long long)(N))"
     assert call.tile_symbols == {"M", "N"}
@@ -186,6 +192,19 @@ def test_nvcc_builds_the_tensor_core_product(arch, tmp_path):
     assert re.search(r"mma\.sync\.aligned\.m\d+n\d+k\d+\.row\.col\.f64", ptx)  # FP64 tensor cores (DMMA)
     # the kernel bounded to three blocks of the tile's 128 threads per multiprocessor
     assert re.search(rf"\.entry \w*{source.kernel}_bounded\w*\([^)]*\)\s*\.maxntid 128, 1, 1\s*\.minnctapersm 3", ptx)
+    # each build compiles its own tile (cpufree::GemmTileFor): on sm_90 the bounded one the swapped 16x8x8 atoms, the
+    # other the 16x8x4 atoms; other architectures split both into m8n8k4
+    entries = {chunk.split("(")[0]: chunk for chunk in re.split(r"\.entry\s+", ptx)[1:]}
+    (bounded,) = [body for name, body in entries.items() if f"{source.kernel}_bounded" in name]
+    (unbounded,) = [body for name, body in entries.items() if source.kernel in name and "_bounded" not in name]
+    atoms = {
+        label: set(re.findall(r"mma\.sync\.aligned\.(m\d+n\d+k\d+)\.row\.col\.f64", body))
+        for label, body in (("bounded", bounded), ("unbounded", unbounded))
+    }
+    if arch == "sm_90":
+        assert atoms == {"bounded": {"m16n8k8"}, "unbounded": {"m16n8k4"}}
+    else:
+        assert atoms == {"bounded": {"m8n8k4"}, "unbounded": {"m8n8k4"}}
 
 
 @pytest.mark.compile

@@ -17,9 +17,10 @@
 //
 // FP64 (GemmTileDmma) runs CuTe's DMMA atoms warp by warp on swizzled shared layouts, fragment loads and staging
 // of its own (cpufree/gemm_dmma.cuh, gemm_tensor_dmma below): cuBLASDx 0.4's block GEMM picks the 16x8x4 atom with
-// 32x32 warp tiles and spends many instructions on staging and fragment addressing; at 1000-4096 it reached
-// 0.49-0.55x cuBLAS's FP64 speed on an H200, this product 0.60-0.73x. FP32 (GemmTile) stays on cuBLASDx's block
-// GEMM, on FFMA as cuBLAS does by default (no TF32).
+// 32x32 warp tiles and spends many instructions on staging and fragment addressing (0.49-0.55x cuBLAS's FP64 speed
+// at 1000-4096 on an H100). Kernels of three blocks per multiprocessor multiply C^T = B^T A^T on 16x8x8 atoms, every
+// fragment one 16-byte load into its operand registers (0.67-0.92x), others C = A B on 16x8x4 atoms (0.60-0.73x):
+// GemmTileFor. FP32 (GemmTile) stays on cuBLASDx's block GEMM, on FFMA as cuBLAS does by default (no TF32).
 //
 // FP32 products with few output rows (M <= skinny::kMaxRows, B untransposed) take neither: B is streamed once in
 // 16-byte loads with all rows of C in registers (cpufree/gemm_skinny.cuh, gemm_skinny below), in the same launch
@@ -91,6 +92,20 @@ template <typename T> struct GemmDefault { using type = GemmTile<64, 64, 16, 128
 template <> struct GemmDefault<double> { using type = GemmTileDmma<64, 64, 16, 2, 2, 4, 3>; };  // 48 KiB shared
 template <> struct GemmDefault<float> { using type = GemmTile<64, 128, 16, 128, 3>; };  // 36 KiB shared
 
+// The tile of a product in a kernel built for at least MinBlocks blocks per multiprocessor (its
+// __launch_bounds__; 0: unbounded, ptxas chooses the registers). FP64 at three blocks (the fused kernel's bounded build,
+// codegen/host.py) takes the swapped 16x8x8 atoms of C^T = B^T A^T, elsewhere the 16x8x4 atoms of C = A B: measured in
+// kernels of two blocks per multiprocessor (NPBench's k2mm, k3mm at paper, covariance at S) the swapped tile lost, in
+// kernels of three (gemm, doitgen) it won (docs/linear-algebra.md). Both have the same tile size, block and shared
+// memory, so the launcher's facts (below) hold for either.
+template <typename T, int MinBlocks> struct GemmTileFor { using type = typename GemmDefault<T>::type; };
+template <> struct GemmTileFor<double, 3> { using type = GemmTileDmma<64, 64, 16, 2, 2, 8, 3>; };
+
+// A generated kernel's bounded build declares its body's product calls with its MinBlocks through this name.
+#ifndef CPUFREE_BLOCKS_PER_SM
+#define CPUFREE_BLOCKS_PER_SM 0
+#endif
+
 // Facts for the launcher: the block size gemm<T>'s tile is built for (a larger block works, its extra threads
 // only help staging; a smaller one takes the plain path), and the dynamic shared memory each block needs.
 // The plain path (other types, the emulation) needs neither: 0.
@@ -112,12 +127,17 @@ __host__ __device__ constexpr long long gemm_tiles(long long M, long long N) {
                                        : 0;
 }
 
+static_assert(gemm_threads<double, GemmTileFor<double, 3>::type>() == gemm_threads<double>() &&
+                  gemm_shared_bytes<double, GemmTileFor<double, 3>::type>() == gemm_shared_bytes<double>() &&
+                  gemm_tiles<double, GemmTileFor<double, 3>::type>(1000, 1000) == gemm_tiles<double>(1000, 1000),
+              "every build's tile keeps the launcher's facts");
+
 #if defined(CPUFREE_EMULATE)
 
 // ---- Host emulation: the definition, in plain loops ------------------------------------------------
 // Grid-stride over the elements of C like the device's plain path, so that the race checker's threads share
 // the work; the pointers are generic so that its recording arrays (racecheck.h) see every access.
-template <typename T, typename Tile = typename GemmDefault<T>::type, typename PA, typename PB, typename PC>
+template <typename T, int MinBlocks = 0, typename PA, typename PB, typename PC>
 inline void gemm(long long M, long long N, long long K, T alpha, PA A, long long lda, bool transA, PB B,
                  long long ldb, bool transB, T beta, PC C, long long ldc) {
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -414,8 +434,8 @@ struct LeanStage {
 // Tensor path, GemmTileDmma tiles (double): the same schedule and pipeline as the cuBLASDx path below, with each warp
 // multiplying its share of the tile on the DMMA tensor cores (cpufree/gemm_dmma.cuh). Untransposed, 16-byte aligned
 // operands are staged by LeanStage, others (transposed, misaligned) by stage_tile. The epilogue writes each lane's
-// four adjacent columns of a row as two 16-byte stores where C allows. Threads past Tile::kThreads only help staging
-// in stage_tile.
+// runs of adjacent columns of a row (four, or two for swapped atoms) as 16-byte stores where C allows. Threads past
+// Tile::kThreads only help staging in stage_tile.
 template <typename T, typename Tile>
 __device__ void gemm_tensor_dmma(long long M, long long N, long long K, T alpha, const T *A, long long lda,
                                  bool transA, const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,
@@ -438,6 +458,7 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, T alpha,
     const bool vec_c = (reinterpret_cast<unsigned long long>(C) % 16 == 0) && ldc % 2 == 0;
     const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
     const bool computes = int(threadIdx.x) < Tile::kThreads;
+    const typename W::Offsets offsets = W::offsets(warp, lane);
 
     using LeanA = LeanStage<T, TM, TK, Tile::kThreads, true>;
     using LeanB = LeanStage<T, TK, TN, Tile::kThreads, false>;
@@ -487,10 +508,10 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, T alpha,
             if (computes) {  // fragments of K block kb + 1 load while block kb multiplies
                 const T *sa = smem_a + read_buf * kStageA, *sb = smem_b + read_buf * kStageB;
                 typename W::Frag f[2];
-                W::load(f[0], sa, sb, warp, lane, 0);
+                W::load(f[0], sa, sb, offsets, warp, lane, 0);
 #pragma unroll
                 for (int kb = 0; kb < W::kKB; ++kb) {
-                    if (kb + 1 < W::kKB) W::load(f[(kb + 1) & 1], sa, sb, warp, lane, kb + 1);
+                    if (kb + 1 < W::kKB) W::load(f[(kb + 1) & 1], sa, sb, offsets, warp, lane, kb + 1);
 #pragma unroll
                     for (int i = 0; i < W::kMI; ++i)
 #pragma unroll
@@ -503,39 +524,54 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, T alpha,
         }
         cute::cp_async_wait<0>();
 
-        // Epilogue straight from registers. Atoms 2 p and 2 p + 1 hold columns 16 p + 4 t0 + {0, 1, 2, 3} of rows
-        // t1 (v = 0, 1) and t1 + 8 (v = 2, 3) as acc[2 p][v0], acc[2 p + 1][v0], acc[2 p][v0 + 1], acc[2 p + 1][v0 + 1].
+        // Epilogue straight from registers, runs of adjacent columns as 16-byte stores where C allows. AtomK 4: atoms
+        // 2 p and 2 p + 1 hold columns 16 p + 4 t0 + {0, 1, 2, 3} of rows t1 (v = 0, 1) and t1 + 8 (v = 2, 3) as
+        // acc[2 p][v0], acc[2 p + 1][v0], acc[2 p][v0 + 1], acc[2 p + 1][v0 + 1]. Swapped atoms (W::kSwapped): atom
+        // (i, j) holds columns 16 i + 2 t1 + {0, 1} of rows 8 j + 2 t0 + v0 as acc[i][j][v0], acc[i][j][v0 + 2].
+        auto put = [&](long long gm, long long gn, const T *v, int n) {
+            if (gm >= M) return;
+            T *c = C + gm * ldc + gn;
+            if (s.splits == 1 && vec_c && gn + n - 1 < N) {
+                for (int e = 0; e < n; e += 2) {
+                    double2 *c2 = reinterpret_cast<double2 *>(c + e);
+                    double2 out{v[e], v[e + 1]};
+                    if (beta != T(0)) {
+                        const double2 old = *c2;
+                        out.x += beta * old.x, out.y += beta * old.y;
+                    }
+                    *c2 = out;
+                }
+            } else {
+                for (int e = 0; e < n; ++e)
+                    if (gn + e < N) {
+                        if (s.splits > 1) atomicAdd(c + e, v[e]);
+                        else c[e] = beta == T(0) ? v[e] : v[e] + beta * c[e];
+                    }
+            }
+        };
         if (computes) {
 #pragma unroll
-            for (int i = 0; i < W::kMI; ++i)
+            for (int i = 0; i < W::kMI; ++i) {
+                if constexpr (W::kSwapped) {
 #pragma unroll
-                for (int p = 0; p < W::kNJ / 2; ++p)
+                    for (int j = 0; j < W::kNJ; ++j)
 #pragma unroll
-                    for (int r = 0; r < 2; ++r) {
-                        const long long gm = m0 + W::c_row(warp, lane, i, 2 * r);
-                        const long long gn = n0 + W::c_col(warp, lane, 2 * p, 0);
-                        const T v[4] = {alpha * acc[i][2 * p][2 * r], alpha * acc[i][2 * p + 1][2 * r],
-                                        alpha * acc[i][2 * p][2 * r + 1], alpha * acc[i][2 * p + 1][2 * r + 1]};
-                        if (gm >= M) continue;
-                        T *c = C + gm * ldc + gn;
-                        if (s.splits == 1 && vec_c && gn + 3 < N) {
-                            double2 *c2 = reinterpret_cast<double2 *>(c);
-                            double2 lo{v[0], v[1]}, hi{v[2], v[3]};
-                            if (beta != T(0)) {
-                                const double2 olo = c2[0], ohi = c2[1];
-                                lo.x += beta * olo.x, lo.y += beta * olo.y, hi.x += beta * ohi.x, hi.y += beta * ohi.y;
-                            }
-                            c2[0] = lo;
-                            c2[1] = hi;
-                        } else {
-#pragma unroll
-                            for (int e = 0; e < 4; ++e)
-                                if (gn + e < N) {
-                                    if (s.splits > 1) atomicAdd(c + e, v[e]);
-                                    else c[e] = beta == T(0) ? v[e] : v[e] + beta * c[e];
-                                }
+                        for (int v0 = 0; v0 < 2; ++v0) {
+                            const T v[2] = {alpha * acc[i][j][v0], alpha * acc[i][j][v0 + 2]};
+                            put(m0 + W::c_row(warp, lane, i, j, v0), n0 + W::c_col(warp, lane, i, j, v0), v, 2);
                         }
-                    }
+                } else {
+#pragma unroll
+                    for (int r = 0; r < 2; ++r)
+#pragma unroll
+                        for (int p = 0; p < W::kNJ / 2; ++p) {
+                            const T v[4] = {alpha * acc[i][2 * p][2 * r], alpha * acc[i][2 * p + 1][2 * r],
+                                            alpha * acc[i][2 * p][2 * r + 1], alpha * acc[i][2 * p + 1][2 * r + 1]};
+                            put(m0 + W::c_row(warp, lane, i, 2 * p, 2 * r), n0 + W::c_col(warp, lane, i, 2 * p, 0), v,
+                                4);
+                        }
+                }
+            }
         }
         __syncthreads();  // the next tile (or the caller's next gemm) refills the shared buffers
     }
@@ -738,7 +774,7 @@ __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, cons
 
 }  // namespace gemm_detail
 
-template <typename T, typename Tile = typename GemmDefault<T>::type>
+template <typename T, int MinBlocks = 0, typename Tile = typename GemmTileFor<T, MinBlocks>::type>
 __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
                      const T *B, long long ldb, bool transB, T beta, T *C, long long ldc) {
 #if !defined(CPUFREE_GEMM_PLAIN)

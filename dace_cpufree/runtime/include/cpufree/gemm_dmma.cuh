@@ -4,17 +4,25 @@
 // gemm.cuh's (gemm_tensor_dmma); this header holds only what is specific to the warp tiling.
 //
 // Warp tiling: the block's TileM x TileN output is split into WarpsM x WarpsN warp tiles of WTM x WTN elements; a warp
-// computes its tile as (WTM / 16) x (WTN / 8) MMA atoms of 16 x 8 x AtomK (PTX mma.m16n8k{4,8,16}.f64 on sm_90,
-// four or more m8n8k4 on other architectures, with the same fragments).
+// computes its tile on MMA atoms of 16 x 8 x AtomK (PTX mma.m16n8k{4,8,16}.f64 on sm_90, four or more m8n8k4 on
+// other architectures, with the same fragments).
 //
 // Fragment conventions (CuTe's MMA_Traits of SM90_16x8xK_F64F64F64F64_TN; lane = 4 * t1 + t0):
 //   A value h + 2 q holds A[t1 + 8 h, kappa = t0 + 4 q]   (q < AtomK / 4)
 //   B value q       holds B[kappa = t0 + 4 q, t1]
 //   C value v0 + 2 v1 holds C[t1 + 8 v1, 2 t0 + v0]
-// The sum over kappa is order-free, so kappa is mapped to the tile's k as t0 * (AtomK / 4) + q: a lane's A values of
-// one row are then adjacent in K (16-byte loads). Along N, atoms are taken in pairs: atom 2 p + e, column c maps to
-// tile column 16 p + 2 c + e, so a lane's B values of one k for the two atoms of a pair are adjacent (16-byte
-// loads) and its accumulators hold four adjacent columns 16 p + 4 t0 + {0..3}.
+// The sum over kappa is order-free, so kappa is mapped to the tile's k as t0 * (AtomK / 4) + q.
+//
+// AtomK 4: (WTM / 16) x (WTN / 8) atoms of C = A B. A lane's A values are 8-byte loads; along N, atoms are taken in
+// pairs (atom 2 p + e, column c -> tile column 16 p + 2 c + e), so a lane's B values of one k for the two atoms of a
+// pair are adjacent (16-byte loads), and its accumulators hold four adjacent columns 16 p + 4 t0 + {0..3}.
+//
+// AtomK 8, 16 ("swapped"): (WTN / 16) x (WTM / 8) atoms of C^T = B^T A^T: the atom's A operand is the tile of B (its
+// rows are the tile's columns, atom row t1 + 8 h -> tile column 2 t1 + h) and its B operand the tile of A. A lane's
+// two A values h = 0, 1 of one kappa are then adjacent in a row of B, and its B values q, q + 1 adjacent in a row of
+// A: every fragment is one 16-byte load into two adjacent operand registers, with no register moves, and the
+// accumulators hold columns 2 t1 + {0, 1} of rows 2 t0 + v0. (To a column-major library such as cuBLAS, NumPy's
+// row-major A @ B is this same product B^T A^T.)
 //
 // Shared memory: A is TileM x TileK, K contiguous; B is TileK x TileN, N contiguous, as staged from untransposed
 // NumPy operands. 16-byte chunks of a row are permuted by an XOR with bits of the row so that a warp's fragment
@@ -71,8 +79,13 @@ struct Warp {
     static_assert(TileK % AtomK == 0, "TileK must be a multiple of AtomK");
     static constexpr int kWTM = TileM / WarpsM, kWTN = TileN / WarpsN;
     static_assert(kWTM * WarpsM == TileM && kWTN * WarpsN == TileN, "warps must split the tile evenly");
-    static constexpr int kMI = kWTM / 16, kNJ = kWTN / 8;  // atoms along M and N
-    static_assert(kMI * 16 == kWTM && kNJ * 8 == kWTN && kNJ % 2 == 0, "warp tile: multiple of 16 x 16");
+    // kSwapped (AtomK 8, 16): the atoms compute C^T = B^T A^T, their rows running along the tile's N and their
+    // columns along M (kMI atoms along N, kNJ along M); otherwise kMI atoms along M and kNJ along N.
+    static constexpr bool kSwapped = AtomK > 4;
+    static constexpr int kMI = kSwapped ? kWTN / 16 : kWTM / 16, kNJ = kSwapped ? kWTM / 8 : kWTN / 8;
+    static_assert(kSwapped ? kMI * 16 == kWTN && kNJ * 8 == kWTM : kMI * 16 == kWTM && kNJ * 8 == kWTN,
+                  "warp tile: 16 x 16 atoms");
+    static_assert(kNJ % 2 == 0, "warp tile: multiple of 16 x 16");
     static constexpr int kKB = TileK / AtomK;  // K blocks per staged tile
     static constexpr int kKV = AtomK / 4;      // A values per row and B values per atom, per lane
     using LA = LayoutA<TileM, TileK, AtomK>;
@@ -86,8 +99,54 @@ struct Warp {
     CPUFREE_HD static int warp_m0(int warp) { return (warp / WarpsN) * kWTM; }
     CPUFREE_HD static int warp_n0(int warp) { return (warp % WarpsN) * kWTN; }
 
+    // Swapped atoms: a lane's fragment loads lie at fixed offsets from a few per-lane bases in a stage buffer (the
+    // swizzles leave the steps along kappa, the atoms and the K blocks untouched), so that a K step adds a stage's
+    // base to them once instead of computing every address.
+    struct Offsets {
+        int a;                               // in B's tile: kappa = t0 kKV, column 2 t1 of the warp's first atom
+        int b[kKB][kKV / 2 > 0 ? kKV / 2 : 1];  // in A's tile: row t1 of the warp's first atom, kappa = t0 kKV + 2 qq
+    };
+    CPUFREE_HD static Offsets offsets(int warp, int lane) {
+        const int t0 = lane & 3, t1 = lane >> 2;
+        constexpr LA la{};
+        constexpr LB lb{};
+        Offsets o{};
+        if constexpr (kSwapped) {
+            o.a = lb(t0 * kKV, warp_n0(warp) + 2 * t1);
+            for (int kb = 0; kb < kKB; ++kb)
+                for (int qq = 0; qq < kKV / 2; ++qq) o.b[kb][qq] = la(warp_m0(warp) + t1, kb * AtomK + t0 * kKV + 2 * qq);
+        }
+        return o;
+    }
+
     // The fragments of K block kb from one stage's A and B tiles.
     CPUFREE_HD static void load(Frag &f, const double *sa, const double *sb, int warp, int lane, int kb) {
+        load(f, sa, sb, offsets(warp, lane), warp, lane, kb);
+    }
+    CPUFREE_HD static void load(Frag &f, const double *sa, const double *sb, const Offsets &o, int warp, int lane,
+                                int kb) {
+        if constexpr (kSwapped) {
+            // Atom row t1 + 8 h is tile column 2 t1 + h, so A values h = 0, 1 of one kappa are adjacent in B's rows;
+            // B values q, q + 1 are adjacent in A's rows. Every load is 16 bytes into two adjacent operand registers.
+#pragma unroll
+            for (int i = 0; i < kMI; ++i)
+#pragma unroll
+                for (int q = 0; q < kKV; ++q) {
+                    const double2 v =
+                        *reinterpret_cast<const double2 *>(sb + o.a + (kb * AtomK + q) * TileN + 16 * i);
+                    f.a[i][2 * q] = v.x;
+                    f.a[i][2 * q + 1] = v.y;
+                }
+#pragma unroll
+            for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+                for (int q = 0; q < kKV; q += 2) {
+                    const double2 v = *reinterpret_cast<const double2 *>(sa + o.b[kb][q / 2] + 8 * j * TileK);
+                    f.b[j][q] = v.x;
+                    f.b[j][q + 1] = v.y;
+                }
+            return;
+        }
         const int t0 = lane & 3, t1 = lane >> 2;
         const int m0 = warp_m0(warp), n0 = warp_n0(warp);
         const int k0 = kb * AtomK + t0 * kKV;
@@ -120,8 +179,12 @@ struct Warp {
     }
 
     // Output tile coordinates of accumulator value v of atom (i, j).
-    CPUFREE_HD static int c_row(int warp, int lane, int i, int v) { return warp_m0(warp) + 16 * i + (lane >> 2) + 8 * (v >> 1); }
-    CPUFREE_HD static int c_col(int warp, int lane, int j, int v) {
+    CPUFREE_HD static int c_row(int warp, int lane, int i, int j, int v) {
+        if constexpr (kSwapped) return warp_m0(warp) + 8 * j + 2 * (lane & 3) + (v & 1);
+        return warp_m0(warp) + 16 * i + (lane >> 2) + 8 * (v >> 1);
+    }
+    CPUFREE_HD static int c_col(int warp, int lane, int i, int j, int v) {
+        if constexpr (kSwapped) return warp_n0(warp) + 16 * i + 2 * (lane >> 2) + (v >> 1);
         return warp_n0(warp) + 16 * (j >> 1) + 4 * (lane & 3) + 2 * (v & 1) + (j & 1);
     }
 };

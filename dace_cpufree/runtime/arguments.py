@@ -32,6 +32,7 @@ class _Sizes:
     call: tuple  # the launch values, the symbol arguments' filled in
     strides: tuple
     returns: tuple
+    symbols: dict  # the size symbols read off the shapes
 
 
 def device_pointer(value) -> int | None:
@@ -130,8 +131,9 @@ class Signature:
     """A program's parameters as its launch takes them, read off the SDFG once (DaCe's property access and sympy
     are slow per call).
 
-    :meth:`quick` binds a call whose arguments are all of the common kind (every parameter named, or every one
-    given in order; arrays of the program's rank, dtype and C-contiguous strides, on the device for a GPU backend
+    :meth:`quick` binds a call whose arguments are all of the common kind (every parameter named, with or without
+    size symbols beside them that equal what the shapes give, as NPBench calls a program; or every one given in
+    order; arrays of the program's rank, dtype and C-contiguous strides, on the device for a GPU backend
     or NumPy arrays for the host emulation; scalars of a built-in or NumPy scalar type) with plain comparisons and
     what it worked out for the same sizes before: each new set of sizes is checked once (``check_sizes``). Any
     other call returns ``None`` from :meth:`quick` and takes the general path (:meth:`bind_names`,
@@ -205,9 +207,14 @@ class Signature:
         else ``None``. Raises only what checking a new set of sizes raises (``check_sizes``)."""
         if not self._quick:
             return None
+        sizes_given = ()
         if kwargs:
-            if args or kwargs.keys() != self._name_set:
+            if args:
                 return None
+            if kwargs.keys() != self._name_set:  # sizes beside the parameters, as NPBench calls: checked below
+                sizes_given = kwargs.keys() - self._name_set
+                if len(kwargs) - len(sizes_given) != len(self._name_set):
+                    return None
             values = kwargs
         elif len(args) == len(self.names):
             values = dict(zip(self.names, args))
@@ -229,6 +236,10 @@ class Signature:
         if sizes is None:
             sizes = self._for_sizes(tuple(shapes))
             if sizes is None:
+                return None
+        for name in sizes_given:  # each the value the shapes give it, else the general path says why
+            value = kwargs[name]
+            if not is_integer(value) or sizes.symbols.get(name) != value:
                 return None
         call = list(sizes.call)
         for slot, value, read, strides in zip(self._array_slots, arrays, reads, sizes.strides):
@@ -278,6 +289,7 @@ class Signature:
             call=tuple(call),
             strides=tuple(_c_strides(shape, dtype.itemsize) for shape, (_, dtype) in zip(shapes, self._arrays)),
             returns=tuple((slots[n], self.shape(n, symbols), dtype) for n, dtype in self.returns),
+            symbols=symbols,
         )
         if len(self._sizes) >= _KEPT_SIZES:
             self._sizes.clear()
@@ -333,6 +345,12 @@ class Signature:
     def infer_symbols(self, values: dict, fixed: dict | None = None) -> dict:
         """The size symbols: given as keywords, ``fixed`` (the PE's), else read off the arrays' shapes."""
         symbols = {k: v for k, v in values.items() if k in self.symbol_names}
+        for name, value in symbols.items():
+            if not is_integer(value):
+                raise ArgumentError(
+                    f"{self.program}: size '{name}' is {value!r} ({type(value).__name__}); sizes are integers. "
+                    f"Fix: pass {name} as an int (int({name}) if the value is whole)."
+                )
         symbols.update(fixed or {})
         for name, value in values.items():
             plan = self.dims.get(name)  # the symbol each dimension carries (None: not one)

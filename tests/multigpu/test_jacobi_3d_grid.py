@@ -307,7 +307,7 @@ def test_grid_syncs_per_step_with_sizes_compiled_in(form, syncs):
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("form, transport", [("plain", "p2p"), ("plain", "proxy"), ("overlapped", "p2p")])
+@pytest.mark.parametrize("form, transport", list(product(FORMS, ("p2p", "proxy"))))
 def test_builds_and_device_links_against_nvshmem_for_sm_90(form, transport, monkeypatch):
     """The 2x2x2 configuration (sizes compiled in, as run.py builds it), linked against libnvshmem_device.a."""
     monkeypatch.setenv("DACE_CPUFREE_CUDA_ARCH", "sm_90")

@@ -61,6 +61,25 @@ def test_calls_with_other_sizes_and_new_arrays_are_correct(run, positional):
         np.testing.assert_allclose(args["Y"], want)
 
 
+def test_sizes_named_beside_the_parameters_take_the_common_path_when_the_shapes_agree(run):
+    """NPBench calls a DaCe program with every size as a keyword too: equal to the shapes', such a call is of the
+    common kind; a size that differs, or a keyword that is no size the shapes give, goes to the general path."""
+    for n, m in [(4, 5), (7, 3)]:
+        args = _args(n, m, seed=n + m)
+        want = _expected(args)
+        assert run._signature.quick((), dict(args, N=n, M=np.int64(m))) is not None
+        run(**args, N=n, M=m)
+        np.testing.assert_allclose(args["Y"], want)
+    args = _args(4, 5)
+    assert run._signature.quick((), dict(args, N=4, M=6)) is None
+    assert run._signature.quick((), dict(args, N=4, K=5)) is None
+    assert run._signature.quick((), dict(args, N=4.0)) is None
+    with pytest.raises(ArgumentError, match=r"has shape \(4, 5\), expected \(4, 6\)"):
+        run(**args, N=4, M=6)
+    with pytest.raises(ArgumentError, match=r"size 'N' is 4\.0 \(float\); sizes are integers\. Fix: pass N as an int"):
+        run(**args, N=4.0)
+
+
 def test_returned_arrays_follow_the_sizes_of_each_call(ret):
     for n in (3, 8, 3):
         a = np.arange(float(n))

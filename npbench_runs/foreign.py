@@ -19,7 +19,9 @@ NPBench's own CuPy implementation (``<module>_cupy.py``) and the same DaCe progr
 harness's cache), each on the same inputs already on the GPU (CuPy arrays, fresh
 copies before every call), CUDA events around the call, the median of ``REPEATS`` calls (3 where one call takes
 over 50 ms) after a warm-up. A
-baseline's result is validated like ours; one that fails or differs is reported with its reason, not timed.
+baseline's result is validated like ours; one that fails or differs is reported with its reason, not timed. The
+process prints its row after validation and after each framework's timing, so one stopped at the time limit while
+a slow baseline runs keeps its class and the times taken (the rest have the limit as their reason).
 
 With ``--jobs N`` (N > 1), a first phase does every benchmark's CPU work in N processes side by side, each with
 the ``--timeout``: NPBench's inputs and NumPy reference outputs, saved in the harness's cache
@@ -170,9 +172,13 @@ def reference(root: Path, name: str, info: dict, preset: str) -> tuple[dict, lis
     return *compute_reference(root, info, preset), False
 
 
-def run_one(root: Path, name: str, preset: str, backend: str, race_check: bool = False, speed: int = 0) -> dict:
+def run_one(
+    root: Path, name: str, preset: str, backend: str, race_check: bool = False, speed: int = 0, checkpoint=None
+) -> dict:
     """Classifies one benchmark in this process (see the module doc); with ``speed`` (a number of timed calls)
-    and a validated program on the GPU, adds the ``speed`` row (:func:`measure_speed`)."""
+    and a validated program on the GPU, adds the ``speed`` row (:func:`measure_speed`). ``checkpoint(row)`` is
+    given the row as it stands once the program is validated and after each framework is timed, so that a process
+    stopped while a slow baseline is timed still tells its class and the times taken so far."""
     import dace_cpufree
 
     info = benchmarks(root)[name]
@@ -208,17 +214,24 @@ def run_one(root: Path, name: str, preset: str, backend: str, race_check: bool =
     errors = compare(info, ref, got)
     report["seconds"] = time.perf_counter() - t0
     if errors is None:
+        report.update({"class": "validated", "reason": ""})
         if speed and backend == "cuda":
-            report["speed"] = measure_speed(root, info, program, run, data, params, ref, speed)
-        return {**report, "class": "validated", "reason": ""}
+            report["speed"] = {"repeats": speed}
+            note = (lambda: checkpoint(report)) if checkpoint else (lambda: None)
+            note()
+            measure_speed(root, info, program, run, data, params, ref, speed, into=report["speed"], checkpoint=note)
+        return report
     outputs = ["return"] * (len(ref) - len(info.get("output_args", []))) + list(info.get("output_args", []))
     detail = ", ".join(f"{o}: {e:.3g}" for o, e in zip(outputs, errors))
     return {**report, "class": "wrong", "reason": f"relative errors {detail}", "errors": errors}
 
 
-def measure_speed(root: Path, info: dict, program, run, data: dict, params: dict, ref, repeats: int):
+def measure_speed(
+    root: Path, info: dict, program, run, data: dict, params: dict, ref, repeats: int, into=None, checkpoint=None
+):
     """Milliseconds per call (median) of ours, NPBench's CuPy implementation and upstream DaCe on the GPU, in this
-    process, on the same device inputs; a baseline that fails or gives a different result has a reason instead."""
+    process, on the same device inputs; a baseline that fails or gives a different result has a reason instead.
+    The row is ``into`` (a new dict by default); ``checkpoint()`` is called after each framework's entry."""
     import cupy as cp
 
     def on_device(values: dict) -> dict:
@@ -258,14 +271,18 @@ def measure_speed(root: Path, info: dict, program, run, data: dict, params: dict
 
     sizes = {k: v for k, v in params.items() if k not in inputs}
     accepted = set(run.sdfg.arg_names) | {str(s) for s in run.sdfg.symbols}
-    row = {"repeats": repeats}
+    row = {} if into is None else into
+    row["repeats"] = repeats
+    checkpoint = checkpoint or (lambda: None)
     ours_sizes = {k: v for k, v in sizes.items() if k in accepted}
     row["ours_ms"], row["ours_error"] = timed(lambda args: run(**args, **ours_sizes))
+    checkpoint()
     try:
         cupy_impl = getattr(_module(root, info, "_cupy"), info["func_name"])
         row["cupy_ms"], row["cupy_error"] = timed(lambda args: cupy_impl(*[args[k] for k in info["input_args"]]))
     except Exception as err:  # no CuPy implementation in this checkout
         row["cupy_ms"], row["cupy_error"] = None, _first_line(err)
+    checkpoint()
     try:
         from npbench_runs.frameworks import UpstreamDaCeFramework, infer_symbols
 
@@ -353,13 +370,28 @@ def _environment() -> dict:
     return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
 
 
+def _last_row(stdout) -> dict | None:
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode(errors="replace")
+    line = next((x for x in reversed((stdout or "").splitlines()) if x.startswith("{")), None)
+    return json.loads(line) if line else None
+
+
 def _answer(cmd: list[str], timeout: float, env: dict) -> tuple[dict | None, str, str]:
     """``(row, "", "")`` with the JSON row a benchmark process printed last, or ``(None, class, reason)`` where it
-    gave none: ``"timeout"`` past ``timeout`` seconds, else ``"crash"`` with its exit status and last error line."""
+    gave none: ``"timeout"`` past ``timeout`` seconds, else ``"crash"`` with its exit status and last error line.
+    A process stopped at the time limit after it printed a row (a program validated, then timed beside slow
+    baselines) answers with that row: the frameworks it had not timed have the time limit as their reason."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return None, "timeout", f"no answer within {timeout:.0f} s"
+    except subprocess.TimeoutExpired as stopped:
+        row = _last_row(stopped.stdout)
+        if row is None:
+            return None, "timeout", f"no answer within {timeout:.0f} s"
+        for key in ("ours", "cupy", "dace_gpu") if "speed" in row else ():
+            if f"{key}_ms" not in row["speed"]:
+                row["speed"][f"{key}_ms"], row["speed"][f"{key}_error"] = None, f"timeout: past {timeout:.0f} s"
+        return row, "", ""
     line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
     if proc.returncode == 0 and line:
         return json.loads(line), "", ""
@@ -550,8 +582,14 @@ def main(argv=None) -> int:
     if args.jobs < 1:
         parser.error("--jobs takes a number of processes, 1 or more")
     if args.one:
-        one = prepare_one if args.prepare else run_one
-        print(json.dumps(one(root, args.one, args.preset, args.backend, args.race_check, args.speed)))
+        if args.prepare:
+            print(json.dumps(prepare_one(root, args.one, args.preset, args.backend, args.race_check, args.speed)))
+            return 0
+
+        def checkpoint(row: dict) -> None:  # the parent reads the last row printed, also of a process it stopped
+            print(json.dumps(row), flush=True)
+
+        print(json.dumps(run_one(root, args.one, args.preset, args.backend, args.race_check, args.speed, checkpoint)))
         return 0
     names = args.benchmarks or list(benchmarks(root))
     unknown = sorted(set(names) - set(benchmarks(root)))

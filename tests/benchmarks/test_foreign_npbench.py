@@ -157,6 +157,31 @@ def test_jobs_prepare_first_then_classify_as_one_at_a_time(fake_tree, reference_
     assert "references: 2 from the cache" in printed
 
 
+def test_a_process_stopped_after_it_validated_keeps_its_class_and_the_times_it_took(tmp_path):
+    """With ``--speed`` a benchmark's process prints its row once the program validates and again after each
+    framework is timed. Stopped at the time limit while a slow baseline runs, it answers with the last row: the
+    program stays validated with ours timed, and the frameworks not timed have the limit as their reason."""
+    row = {
+        "name": "slow",
+        "class": "validated",
+        "reason": "",
+        "speed": {"repeats": 3, "ours_ms": 1.5, "ours_error": ""},
+    }
+    script = tmp_path / "slow.py"
+    script.write_text(f"import time\nprint({json.dumps(row)!r}, flush=True)\ntime.sleep(60)\n")
+    got, failure, reason = foreign._answer([sys.executable, str(script)], 3, dict(os.environ))
+    assert (failure, reason) == ("", "") and got["class"] == "validated"
+    assert got["speed"]["ours_ms"] == 1.5 and got["speed"]["ours_error"] == ""
+    for key in ("cupy", "dace_gpu"):
+        assert got["speed"][f"{key}_ms"] is None and got["speed"][f"{key}_error"] == "timeout: past 3 s"
+    script.write_text("import time\ntime.sleep(60)\n")  # stopped before it printed a row
+    assert foreign._answer([sys.executable, str(script)], 3, dict(os.environ)) == (
+        None,
+        "timeout",
+        "no answer within 3 s",
+    )
+
+
 def test_npbench_validation_broadcasts_a_scalar_return_like_npbench():
     import numpy as np
 

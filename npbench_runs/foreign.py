@@ -392,9 +392,9 @@ def _answer(cmd: list[str], timeout: float, env: dict) -> tuple[dict | None, str
             if f"{key}_ms" not in row["speed"]:
                 row["speed"][f"{key}_ms"], row["speed"][f"{key}_error"] = None, f"timeout: past {timeout:.0f} s"
         return row, "", ""
-    line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
-    if proc.returncode == 0 and line:
-        return json.loads(line), "", ""
+    row = _last_row(proc.stdout)
+    if proc.returncode == 0 and row:
+        return row, "", ""
     tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
     return None, "crash", f"exit {proc.returncode}: {tail[:250]}"
 

@@ -129,7 +129,8 @@ __host__ __device__ constexpr long long gemm_tiles(long long M, long long N) {
 
 static_assert(gemm_threads<double, GemmTileFor<double, 3>::type>() == gemm_threads<double>() &&
                   gemm_shared_bytes<double, GemmTileFor<double, 3>::type>() == gemm_shared_bytes<double>() &&
-                  gemm_tiles<double, GemmTileFor<double, 3>::type>(1000, 1000) == gemm_tiles<double>(1000, 1000),
+                  GemmTileFor<double, 3>::type::kTileM == GemmDefault<double>::type::kTileM &&
+                  GemmTileFor<double, 3>::type::kTileN == GemmDefault<double>::type::kTileN,
               "every build's tile keeps the launcher's facts");
 
 #if defined(CPUFREE_EMULATE)

@@ -19,7 +19,8 @@ Conditions (``can_be_applied``): a perfect nest of loops with known ranges whose
 one map, with access nodes around it only; the map's range free of the loop variables; every container the map
 writes is accessed inside it (read or written) at one single-element subset that uses every map parameter and no
 loop variable, without write-conflict resolution; everything else is only read; the loop variables are not used
-after the nest. The loop of a nest is moved at its outermost loop that qualifies.
+after the nest. The loop of a nest is moved at its outermost loop that qualifies. Each point then takes a block of
+elements along the map's last dimension where that shares work (``owned_blocks.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from dace.sdfg.state import LoopRegion, SDFGState
 from dace.transformation import helpers, transformation
 from dace.transformation.interstate import MoveLoopIntoMap
 from dace.transformation.passes.analysis import loop_analysis
+
+from .owned_blocks import block_owned_elements
 
 
 @transformation.explicit_cf_compatible
@@ -74,6 +77,7 @@ class MoveUpdateLoopsIntoMap(MoveLoopIntoMap):
         moved = nsdfg.sdfg.start_block
         for name in sorted({e.dst.data for e in body.out_edges(exit_)}):  # the map stays in the body
             _in_a_register(nsdfg.sdfg, moved, name)
+        block_owned_elements(body, nsdfg)  # a point takes several elements along the last dimension
         sdfg.reset_cfg_list()
 
 

@@ -3,7 +3,7 @@ and positive values, and the CUDA text compiled by nvcc.
 
 The emulation is what CI checks results with, so it must never disagree with the GPU: ``abs`` of a double once
 compiled to C's ``int abs(int)`` there, and ``np.mod``, ``//``, ``np.sign``, ``np.reciprocal``, ``np.heaviside``
-and mixed-type ``np.maximum`` did not compile at all.
+and mixed-type ``np.maximum`` did not compile at all, nor did ``min``, ``max`` or ``abs`` in an index.
 """
 
 import math_programs as mp
@@ -60,8 +60,17 @@ def test_many_functions_in_one_kernel_match_numpy_in_the_emulation():
     np.testing.assert_array_equal(got[1], want[1])
 
 
+def test_min_max_and_abs_in_indices_match_numpy_in_the_emulation():
+    a = np.random.default_rng(3).standard_normal(11)
+    got = np.zeros_like(a)
+    dace_cpufree.compile(mp.clamped_indices, backend="emulate")(a, got)
+    np.testing.assert_array_equal(got, mp.clamped_indices_reference(a))
+
+
 @pytest.mark.compile
-@pytest.mark.parametrize("program", [mp.many, mp.ufuncs, mp.single_precision, mp.small_integers], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "program", [mp.many, mp.ufuncs, mp.single_precision, mp.small_integers, mp.clamped_indices], ids=lambda p: p.name
+)
 def test_nvcc_compiles_the_math(program):
     source = dace_cpufree.kernel_source(program)
     assert build(source.code, f"math_{program.name}", "cuda").stat().st_size > 0
@@ -76,3 +85,11 @@ def test_function_matches_numpy_on_gpu(program):
         program.f(a.copy(), b.copy(), i.copy(), want)
     dace_cpufree.compile(program, backend="cuda")(a.copy(), b.copy(), i.copy(), got)
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=0, equal_nan=True)
+
+
+@pytest.mark.gpu
+def test_min_max_and_abs_in_indices_match_numpy_on_gpu():
+    a = np.random.default_rng(3).standard_normal(1000)
+    got = np.zeros_like(a)
+    dace_cpufree.compile(mp.clamped_indices, backend="cuda")(a, got)
+    np.testing.assert_allclose(got, mp.clamped_indices_reference(a), rtol=1e-14)  # nvcc contracts to fma

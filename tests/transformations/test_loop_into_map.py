@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from dace.sdfg import nodes
 from dace_cpufree.codegen import ir
+from dace_cpufree.transformations import owned_blocks
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -71,6 +72,50 @@ def test_an_update_with_read_only_operands_indexed_by_the_loop_variable_moves():
     np.testing.assert_allclose(out, want)
 
 
+@dace.program
+def five_channels(A: dace.float64[N, 8], w: dace.float64[K, 5], out: dace.float64[N, 5]):
+    for k in range(K):
+        out[:] = out + A[:, k, np.newaxis] * w[k, :]
+
+
+def _nested(program):
+    sdfg = dace_cpufree.persistent_sdfg(program)
+    return next((n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, nodes.NestedSDFG))
+
+
+def _sums(nsdfg) -> list[str]:
+    return [
+        n for n, d in nsdfg.sdfg.arrays.items() if n.startswith("cpufree_element") and isinstance(d, dace.data.Scalar)
+    ]
+
+
+def test_a_convolution_point_takes_a_block_of_output_channels():
+    nsdfg, state = _nested(conv2d_bias.program)
+    assert state.entry_node(nsdfg).map.range[-1][2] == owned_blocks.FACTOR  # C_out is a symbol
+    assert len(_sums(nsdfg)) == owned_blocks.FACTOR  # a register per channel of the block
+    run = dace_cpufree.compile(conv2d_bias.program, backend="emulate", race_check="shuffle")
+    for c_out in (1, 3, 8, 9, 13, 16):  # blocks cut short at the end: the copies past it clamped to the last channel
+        data = conv2d_bias.initialize(N=2, C_in=2, C_out=c_out, K=3, H=7, W=6)
+        want = conv2d_bias.reference(data["input"], data["weights"], data["bias"])
+        got = run(input=data["input"], weights=data["weights"], bias=data["bias"])
+        np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"C_out={c_out}")
+
+
+def test_a_known_extent_is_taken_whole():
+    nsdfg, state = _nested(five_channels)
+    assert state.entry_node(nsdfg).map.range[-1][2] == 5 and len(_sums(nsdfg)) == 5
+    rng = np.random.default_rng(4)
+    A, w, out = rng.random((6, 8)), rng.random((4, 5)), rng.random((6, 5))
+    want = out + A[:, :4] @ w
+    dace_cpufree.compile(five_channels, backend="emulate", race_check="reverse")(A=A, w=w, out=out)
+    np.testing.assert_allclose(out, want)
+
+
+def test_a_point_with_nothing_to_share_keeps_one_element():
+    nsdfg, state = _nested(rows_added)  # A[k, i]: every read depends on the point's index
+    assert state.entry_node(nsdfg).map.range[-1][2] == 1 and len(_sums(nsdfg)) == 1
+
+
 @pytest.mark.parametrize("program", [smoothing, row_by_row])
 def test_loops_whose_iterations_read_other_points_elements_stay_loops(program):
     assert len(_loops(program)) == 1
@@ -92,8 +137,9 @@ def test_nvcc_compiles_the_moved_loop_nest():
 
 
 @pytest.mark.gpu
-def test_gpu_convolution_against_numpy():
-    data = conv2d_bias.initialize(N=4, C_in=3, C_out=16, K=7, H=96, W=80)
+@pytest.mark.parametrize("c_out", [16, 13])
+def test_gpu_convolution_against_numpy(c_out):
+    data = conv2d_bias.initialize(N=4, C_in=3, C_out=c_out, K=7, H=96, W=80)
     want = conv2d_bias.reference(data["input"], data["weights"], data["bias"])
     got = dace_cpufree.compile(conv2d_bias.program)(input=data["input"], weights=data["weights"], bias=data["bias"])
     np.testing.assert_allclose(got, want, rtol=1e-4)

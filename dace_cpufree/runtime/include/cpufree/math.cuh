@@ -52,6 +52,22 @@ __host__ __device__ inline T int_ceil(const T &n, const U &d) {
     return (n % T(d) != 0 && ((n < 0) == (d < 0))) ? q + 1 : q;
 }
 
+// Index expressions: DaCe prints sympy's Min, Max and Abs of a memlet's subset or a map's range under these
+// names (A[min(i + 3, N - 1)], A[abs(i - c)]); any number of arguments, NumPy's promotion between them.
+template <typename T> __host__ __device__ inline T Abs(const T &x) { return x < T(0) ? T(-x) : x; }
+template <typename A> __host__ __device__ inline A Min(const A &a) { return a; }
+template <typename A> __host__ __device__ inline A Max(const A &a) { return a; }
+template <typename A, typename B, typename... R>
+__host__ __device__ inline auto Min(const A &a, const B &b, const R &...rest) {
+    using T = decltype(a + b);
+    return Min(T(b) < T(a) ? T(b) : T(a), rest...);
+}
+template <typename A, typename B, typename... R>
+__host__ __device__ inline auto Max(const A &a, const B &b, const R &...rest) {
+    using T = decltype(a + b);
+    return Max(T(a) < T(b) ? T(b) : T(a), rest...);
+}
+
 namespace cpufree {
 // Python's / NumPy's divmod of floating-point values: the remainder has the divisor's sign, and the quotient
 // is rounded so that q * b + r == a holds as closely as floating point allows.

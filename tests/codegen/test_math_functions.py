@@ -92,4 +92,4 @@ def test_min_max_and_abs_in_indices_match_numpy_on_gpu():
     a = np.random.default_rng(3).standard_normal(1000)
     got = np.zeros_like(a)
     dace_cpufree.compile(mp.clamped_indices, backend="cuda")(a, got)
-    np.testing.assert_allclose(got, mp.clamped_indices_reference(a), rtol=1e-14)  # nvcc contracts to fma
+    np.testing.assert_allclose(got, mp.clamped_indices_reference(a), rtol=1e-13)  # nvcc contracts to fma

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from npbench_runs import foreign
+from npbench_runs import foreign_programs as programs
 
 INIT = """
 import numpy as np
@@ -115,33 +116,33 @@ def reference_cache(tmp_path, monkeypatch):
 
 
 def test_the_reference_key_follows_the_preset_its_sizes_and_the_numpy_source(fake_tree, reference_cache):
-    info = foreign.benchmarks(fake_tree)["good"]
-    path = foreign.reference_path(fake_tree, "good", info, "S")
-    assert path.parent == reference_cache and path == foreign.reference_path(fake_tree, "good", info, "S")
-    assert foreign.reference_path(fake_tree, "good", info, "L") != path  # the same sizes under another preset
+    info = programs.benchmarks(fake_tree)["good"]
+    path = programs.reference_path(fake_tree, "good", info, "S")
+    assert path.parent == reference_cache and path == programs.reference_path(fake_tree, "good", info, "S")
+    assert programs.reference_path(fake_tree, "good", info, "L") != path  # the same sizes under another preset
     bigger = {**info, "parameters": {**info["parameters"], "S": {"TSTEPS": 3, "N": 41}}}
-    assert foreign.reference_path(fake_tree, "good", bigger, "S") != path
+    assert programs.reference_path(fake_tree, "good", bigger, "S") != path
     numpy_file = fake_tree / "npbench" / "benchmarks" / "fake" / "good" / "good_numpy.py"
     source = numpy_file.read_text()
     try:
         numpy_file.write_text(source + "\n# changed\n")
-        assert foreign.reference_path(fake_tree, "good", info, "S") != path
+        assert programs.reference_path(fake_tree, "good", info, "S") != path
     finally:
         numpy_file.write_text(source)
 
 
 def test_a_saved_reference_is_used_and_an_unreadable_one_computed_again(fake_tree, reference_cache):
-    info = foreign.benchmarks(fake_tree)["good"]
-    assert foreign.save_reference_once(fake_tree, "good", info, "S") == "computed"
-    assert foreign.save_reference_once(fake_tree, "good", info, "S") == "cached"
-    path = foreign.reference_path(fake_tree, "good", info, "S")
-    data, ref = foreign.load_reference(path)
-    assert foreign.run_one(fake_tree, "good", "S", "emulate")["reference"] == "cache"
-    foreign.save_reference(path, data, [r + 1.0 for r in ref])  # a saved answer that differs: the run compares to it
-    shifted = foreign.run_one(fake_tree, "good", "S", "emulate")
+    info = programs.benchmarks(fake_tree)["good"]
+    assert programs.save_reference_once(fake_tree, "good", info, "S") == "computed"
+    assert programs.save_reference_once(fake_tree, "good", info, "S") == "cached"
+    path = programs.reference_path(fake_tree, "good", info, "S")
+    data, ref = programs.load_reference(path)
+    assert programs.run_one(fake_tree, "good", "S", "emulate")["reference"] == "cache"
+    programs.save_reference(path, data, [r + 1.0 for r in ref])  # a saved answer that differs: the run compares to it
+    shifted = programs.run_one(fake_tree, "good", "S", "emulate")
     assert shifted["reference"] == "cache" and shifted["class"] == "wrong", shifted
     path.write_bytes(b"not a pickle")
-    again = foreign.run_one(fake_tree, "good", "S", "emulate")
+    again = programs.run_one(fake_tree, "good", "S", "emulate")
     assert again["reference"] == "computed" and again["class"] == "validated", again
 
 
@@ -186,8 +187,8 @@ def test_npbench_validation_broadcasts_a_scalar_return_like_npbench():
     import numpy as np
 
     info = {}
-    assert foreign.compare(info, [np.int64(982)], [np.array([982])]) is None
-    assert foreign.compare(info, [np.ones(3)], [np.ones(3) * 1.01]) == [pytest.approx(0.01)]
+    assert programs.compare(info, [np.int64(982)], [np.array([982])]) is None
+    assert programs.compare(info, [np.ones(3)], [np.ones(3) * 1.01]) == [pytest.approx(0.01)]
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -220,7 +221,7 @@ VALIDATE = [
 @pytest.mark.skipif(not (NPBENCH / "bench_info").is_dir(), reason=f"no NPBench checkout at {NPBENCH} (NPBENCH_DIR)")
 @pytest.mark.parametrize("name", VALIDATE)
 def test_npbench_program_validates_under_the_race_checker(name):
-    result = foreign.run_one(NPBENCH.resolve(), name, "S", "emulate", race_check=True)
+    result = programs.run_one(NPBENCH.resolve(), name, "S", "emulate", race_check=True)
     assert result["class"] == "validated", result
 
 

@@ -44,7 +44,7 @@ def block_owned_elements(state: SDFGState, nsdfg: nodes.NestedSDFG) -> int:
     param = entry.map.params[-1]
     start, end, step = entry.map.range[-1]
     index = next((k for k, v in nsdfg.symbol_mapping.items() if str(v) == param), None)
-    if step != 1 or index is None or not _blockable(nsdfg.sdfg, index):
+    if step != 1 or index is None or _enters_otherwise(state, nsdfg, param, index) or not _blockable(nsdfg.sdfg, index):
         return 1
     extent = symbolic.pystr_to_symbolic(end - start + 1)
     factor = min(int(extent), MAX_FACTOR) if extent.is_Integer else FACTOR
@@ -66,6 +66,16 @@ def block_owned_elements(state: SDFGState, nsdfg: nodes.NestedSDFG) -> int:
     ranges[-1] = (start, end, factor)
     entry.map.range = dace.subsets.Range(ranges)
     return factor
+
+
+def _enters_otherwise(state: SDFGState, nsdfg: nodes.NestedSDFG, param: str, index: str) -> bool:
+    """Whether the map's parameter reaches the nested SDFG other than as the symbol ``index``: in another symbol's
+    value, or in the subset of a memlet into or out of it (a slice per point, which the copies would not shift)."""
+    for name, value in nsdfg.symbol_mapping.items():
+        if name != index and param in {str(s) for s in symbolic.pystr_to_symbolic(value).free_symbols}:
+            return True
+    edges = state.in_edges(nsdfg) + state.out_edges(nsdfg)
+    return any(not e.data.is_empty() and param in {str(s) for s in e.data.subset.free_symbols} for e in edges)
 
 
 def _blockable(inner: dace.SDFG, index: str) -> bool:

@@ -111,6 +111,14 @@ def test_a_known_extent_is_taken_whole():
     np.testing.assert_allclose(out, want)
 
 
+def test_a_point_index_that_reaches_the_nest_otherwise_is_seen():
+    nsdfg, state = _nested(conv2d_bias.program)
+    param = state.entry_node(nsdfg).map.params[-1]
+    assert not owned_blocks._enters_otherwise(state, nsdfg, param, param)
+    nsdfg.symbol_mapping["shifted"] = dace.symbol(param) + 1  # the copies would not shift it: no block
+    assert owned_blocks._enters_otherwise(state, nsdfg, param, param)
+
+
 def test_a_point_with_nothing_to_share_keeps_one_element():
     nsdfg, state = _nested(rows_added)  # A[k, i]: every read depends on the point's index
     assert state.entry_node(nsdfg).map.range[-1][2] == 1 and len(_sums(nsdfg)) == 1

@@ -59,6 +59,17 @@ def loop_range(loop) -> tuple | None:
     return None if any(v is None for v in found) else found
 
 
+def block_chain(cfg) -> list | None:
+    """The blocks of a control-flow region in order when they form one chain (each edge unconditional and without
+    assignments, every block on it, the last one without successors), else ``None``."""
+    if any(not e.data.is_unconditional() or e.data.assignments for e in cfg.edges()):
+        return None
+    order = [cfg.start_block]
+    while cfg.out_degree(order[-1]) == 1 and len(order) <= cfg.number_of_nodes():
+        order.append(cfg.out_edges(order[-1])[0].dst)
+    return order if len(order) == cfg.number_of_nodes() and cfg.out_degree(order[-1]) == 0 else None
+
+
 def scalar_like(desc: dt.Data) -> bool:
     """A scalar, or an array of one element in one dimension (how DaCe often keeps a Python scalar)."""
     return isinstance(desc, dt.Scalar) or (isinstance(desc, dt.Array) and tuple(desc.shape) == (1,))

@@ -306,7 +306,6 @@ def ufuncs(a: dace.float64[N], b: dace.float64[N], i: dace.int64[N], out: dace.f
     out[:] = out + np.gcd(i, 6) + np.lcm(i, 4) + np.degrees(a) + np.radians(b) + np.logaddexp2(a, b)
 
 
-
 @dace.program
 def clamped_indices(a: dace.float64[N], out: dace.float64[N]):
     """Indices that DaCe keeps as sympy's Min, Max and Abs in the memlets (``Min(N - 1, k + 3)``)."""
@@ -317,6 +316,7 @@ def clamped_indices(a: dace.float64[N], out: dace.float64[N]):
 def clamped_indices_reference(a):
     n = len(a)
     return np.array([a[min(k + 3, n - 1)] + 2.0 * a[max(k - 2, 0)] + 3.0 * a[abs(k - 5)] for k in range(n)])
+
 
 PROGRAMS = [
     ufuncs,

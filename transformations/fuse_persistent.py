@@ -21,6 +21,7 @@ from dace.transformation.interstate import InlineMultistateSDFG, InlineSDFG
 from dace.transformation.passes import FullMapFusion
 
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.vocabulary import block_chain
 
 from .block_scopes import prepare_block_scopes, simplify
 from .expand_libraries import ExpandLibraryNodesToDataflow
@@ -133,12 +134,8 @@ def merge_state_chain(sdfg: dace.SDFG, symbols: dict | None = None) -> bool:
     blocks = list(sdfg.nodes())
     if len(blocks) < 2 or not all(isinstance(b, dace.SDFGState) for b in blocks):
         return False
-    if any(not e.data.is_unconditional() or e.data.assignments for e in sdfg.edges()):
-        return False
-    order = [sdfg.start_block]
-    while sdfg.out_degree(order[-1]) == 1:
-        order.append(sdfg.out_edges(order[-1])[0].dst)
-    if len(order) != len(blocks) or sdfg.out_degree(order[-1]) != 0:
+    order = block_chain(sdfg)
+    if order is None:
         return False
     first = order[0]
     numbers = {dace.symbol(k): v for k, v in (symbols or {}).items() if not dace.symbolic.issymbolic(v)}

@@ -30,6 +30,8 @@ from dace import symbolic
 from dace.sdfg import nodes
 from dace.sdfg.state import LoopRegion, SDFGState
 
+from dace_cpufree.vocabulary import block_chain
+
 # Elements a point takes when the extent is not known at compile time (a symbol); a known extent of up to
 # MAX_FACTOR is taken whole, a larger one MAX_FACTOR at a time. 8 keeps the waste small where the extent is small
 # (3 of 8 copies clamped at an extent of 5) and the registers few (a sum and an operand per copy).
@@ -51,17 +53,18 @@ def block_owned_elements(state: SDFGState, nsdfg: nodes.NestedSDFG) -> int:
     if factor < 2:
         return 1
     inner = nsdfg.sdfg
-    last = _new_symbol(inner, "cpufree_last")
+    last = inner.find_new_symbol("cpufree_last")
     inner.add_symbol(last, dace.int64)
     nsdfg.symbol_mapping[last] = end
     transients = [name for name, desc in inner.arrays.items() if desc.transient]
-    renamed = [{}] + [
+    copies = range(1, factor)  # copy 0 is the nest as it is
+    renamed = [
         {t: inner.add_datadesc(f"{t}_{v}", copy.deepcopy(inner.arrays[t]), find_new_name=True) for t in transients}
-        for v in range(1, factor)
+        for v in copies
     ]
     symbol, bound = symbolic.pystr_to_symbolic(index), symbolic.pystr_to_symbolic(last)
     for body in inner.states():
-        _repeat(body, [{symbol: sympy.Min(symbol + v, bound)} for v in range(1, factor)], renamed[1:])
+        _repeat(body, [{symbol: sympy.Min(symbol + v, bound)} for v in copies], renamed)
     ranges = list(entry.map.range)
     ranges[-1] = (start, end, factor)
     entry.map.range = dace.subsets.Range(ranges)
@@ -84,10 +87,8 @@ def _blockable(inner: dace.SDFG, index: str) -> bool:
         return False
     if any(not e.data.is_unconditional() or e.data.assignments for e in inner.all_interstate_edges()):
         return False
-    chain = [inner.start_block]
-    while inner.out_degree(chain[-1]) == 1:
-        chain.append(inner.out_edges(chain[-1])[0].dst)
-    if len(chain) != len(inner.nodes()) or not isinstance(chain[-1], SDFGState):
+    chain = block_chain(inner)
+    if chain is None or not isinstance(chain[-1], SDFGState):
         return False
     names = {index} | set(inner.arrays)
     for loop in (b for b in blocks if isinstance(b, LoopRegion)):
@@ -143,12 +144,3 @@ def _repeat(body: SDFGState, substitutions: list[dict], renamed: list[dict]) -> 
                 if subset is not None:
                     subset.replace(replace)
             body.add_edge(twin[e.src], e.src_conn, twin[e.dst], e.dst_conn, memlet)
-
-
-def _new_symbol(inner: dace.SDFG, base: str) -> str:
-    taken = set(inner.symbols) | set(inner.arrays)
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    return name

@@ -13,7 +13,7 @@ from dace_cpufree import memlets
 from dace_cpufree.errors import NotPersistableError
 
 from .context import KernelContext, is_view_edge
-from .expressions import INDEX_T, cexpr, same_value, tasklet_code
+from .expressions import INDEX_T, cexpr, same_value, subset_offset, tasklet_code
 from .loops import decode_flat, indent, nested_loops
 from .nested import nested_code
 
@@ -216,6 +216,12 @@ def copy_body(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list
     if src_sub.num_elements() == 1 and dst_sub.num_elements() == 1:
         src_expr, dst_expr = ctx.access(src, src_sub), ctx.access(dst, dst_sub)
         lines = []
+    elif _linear_run(ctx, src, src_sub) and _linear_run(ctx, dst, dst_sub):
+        # both ends one run of memory in row-major order: element f is at the first one's offset + f (no division)
+        arrays = ctx.sdfg.arrays
+        src_expr = f"{src}[{subset_offset(arrays[src], src_sub)} + {flat}]"
+        dst_expr = f"{dst}[{subset_offset(arrays[dst], dst_sub)} + {flat}]"
+        lines = []
     else:
         same = len(src_sub) == len(dst_sub) and all(
             same_value(a, b) for a, b in zip(src_sub.size(), dst_sub.size())
@@ -232,6 +238,20 @@ def copy_body(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list
     if owned is not None and ctx.thread_owned(dst, dst_sub, owned):
         return lines + [f"{dst_expr} = cpufree::combine<{op}>({dst_expr}, {src_expr});"], n
     return lines + [f"cpufree::atomic_combine<{op}>(&{dst_expr}, {src_expr});"], n
+
+
+def _linear_run(ctx: KernelContext, name: str, sub: subsets.Subset) -> bool:
+    """Whether the elements of ``name[sub]``, taken in row-major order, lie one after another in memory: at most one
+    dimension longer than one, of stride 1, or a contiguous part of a row-major packed array."""
+    desc = ctx.sdfg.arrays[name]
+    if name in ctx.private or not isinstance(desc, dace.data.Array) or not isinstance(sub, subsets.Range):
+        return False
+    if any(s != 1 for _, _, s in sub.ndrange()):
+        return False
+    long_dims = [k for k, size in enumerate(sub.size()) if (size == 1) != True]  # noqa: E712 (sympy)
+    if len(long_dims) <= 1:
+        return all((desc.strides[k] == 1) == True for k in long_dims)  # noqa: E712
+    return bool(desc.is_packed_c_strides()) and bool(sub.is_contiguous_subset(desc))
 
 
 def sequential_copy(ctx: KernelContext, state: SDFGState, edge, owned: list[str]) -> list[str]:

@@ -91,3 +91,43 @@ def test_boundary_copies_match_numpy_on_gpu():
     dace_cpufree.compile(boundary_copies_in_a_loop, backend="cuda")(u, v, 5)
     np.testing.assert_allclose(u, wu, rtol=1e-14)
     np.testing.assert_allclose(v, wv, rtol=1e-14)
+
+
+@dace.program
+def block_copies(a: dace.float64[N, N, N], b: dace.float64[N, N, N], c: dace.float64[N, N]):
+    b[1:3, :, :] = a[0:2, :, :]  # whole planes: one run of memory at both ends
+    c[:, 1:3] = a[0, :, 0:2]  # two columns: strided at both ends
+    b[0] = c  # a plane from a whole matrix
+
+
+def _copy_lines(code: str) -> dict[str, str]:
+    """The element assignment of each copy of ``block_copies``'s kernel, by its ends (``a -> b``)."""
+    lines = [line.strip() for line in code.splitlines()]
+    found = {}
+    for src, dst in (("a", "b"), ("a", "c"), ("c", "b")):
+        found[f"{src} -> {dst}"] = [x for x in lines if x.startswith(f"{dst}[") and f" = {src}[" in x]
+    return found
+
+
+def test_copies_of_one_run_of_memory_index_it_directly():
+    """A copy whose ends are each one run of memory in row-major order indexes both at an offset plus the loop's
+    flat index; only a strided end needs the index decoded (a division per dimension)."""
+    code = dace_cpufree.kernel_source(block_copies).code
+    copies = _copy_lines(code)
+    assert all(len(lines) == 1 for lines in copies.values()), copies
+    for name in ("a -> b", "c -> b"):
+        assert copies[name][0].count("+ __f]") == 2, copies[name]
+    assert "__f" not in copies["a -> c"][0] and "__s0" in copies["a -> c"][0]
+    assert code.count("__s = __s / (") == 2  # the strided copy's source decoded: three dimensions
+
+
+@pytest.mark.parametrize("backend", ["emulate", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_block_copies_match_numpy(backend):
+    n = 5 if backend == "emulate" else 37
+    rng = np.random.default_rng(4)
+    a, b, c = rng.random((n, n, n)), rng.random((n, n, n)), rng.random((n, n))
+    want_b, want_c = b.copy(), c.copy()
+    block_copies.f(a.copy(), want_b, want_c)
+    dace_cpufree.compile(block_copies, backend=backend)(a, b, c)
+    np.testing.assert_array_equal(b, want_b)
+    np.testing.assert_array_equal(c, want_c)

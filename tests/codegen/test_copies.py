@@ -100,7 +100,7 @@ def block_copies(a: dace.float64[N, N, N], b: dace.float64[N, N, N], c: dace.flo
     b[0] = c  # a plane from a whole matrix
 
 
-def _copy_lines(code: str) -> dict[str, str]:
+def _copy_lines(code: str) -> dict[str, list[str]]:
     """The element assignment of each copy of ``block_copies``'s kernel, by its ends (``a -> b``)."""
     lines = [line.strip() for line in code.splitlines()]
     found = {}

@@ -799,9 +799,9 @@ __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A,
         }
         // Products of no more output tiles than the grid has blocks, in a kernel built without bounds, take the swapped
         // tile too where both operands are untransposed: measured alone on an H100 it is 1.04-1.12x cuBLAS at NPBench's
-        // k2mm and k3mm sizes at S against 0.87-0.92x for the 16x8x4 tile, which keeps the products of more tiles (it
-        // won at paper in kernels of two blocks per multiprocessor; covariance's 361 tiles at paper took 0.262 -> 0.279
-        // ms with the swapped one). The two tiles have the same size, block and shared memory.
+        // k2mm and k3mm sizes at S against 0.87-0.92x for the 16x8x4 tile, which keeps the products of more tiles (in
+        // kernels of two blocks per multiprocessor it won at paper; docs/linear-algebra.md). The two tiles have the
+        // same size, block and shared memory.
         using Few = typename GemmTileFor<T, 3>::type;
         if constexpr (MinBlocks == 0 && !cute::is_same_v<Few, Tile>) {
             if (!transA && !transB && blockDim.x >= Few::kThreads &&

@@ -291,7 +291,11 @@ def plot(table: Table, key: str, preset: str, path: Path) -> None:
     ax.set_ylim(min(0.5, low / 2.0), top * 6.0)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, rotation=30, ha="right")
-    ax.axvline(len(groups) - 1.5, color="grey", linestyle=":", linewidth=0.8)
+    # the x range the groups span: with no kernel the bars are all NaN and would leave it to the autoscale (a figure
+    # thousands of pixels wide)
+    ax.set_xlim(-0.75, len(groups) - 0.25)
+    if ks:
+        ax.axvline(len(groups) - 1.5, color="grey", linestyle=":", linewidth=0.8)
     ax.set_ylabel(f"speedup over {LABELS.get(table.baseline, table.baseline)}")
     ax.set_title(f"{label} kernels — preset {preset}")
     ax.legend(fontsize=8, ncol=min(3, max(1, len(fws))), loc="lower center", bbox_to_anchor=(0.5, 1.08))

@@ -1,7 +1,8 @@
 """Jacobi 2-D distributed over a PX x PY process grid; PE ``me`` sits at row ``me // PY``, column ``me % PY``.
 
-The global N x N domain keeps its boundary fixed (as NPBench's ``jacobi_2d``). Each PE owns an
-``LX x LY`` tile: ``(N - 2) / PX`` by ``(N - 2) / PY`` interior cells plus a one-cell ring that holds
+The global NX x N domain (NX = N: NPBench's square ``jacobi_2d``; otherwise for weak scaling on a process grid that
+is not square, where every PE keeps the square tile of one GPU) keeps its boundary fixed. Each PE owns an
+``LX x LY`` tile: ``(NX - 2) / PX`` by ``(N - 2) / PY`` interior cells plus a one-cell ring that holds
 the neighbours' edge cells (or the global boundary). North/south halos are contiguous rows, west/east
 halos strided columns. Flags: ``flags[k]`` (B) and ``flags[4 + k]`` (A) for data arriving from the
 north, south, west, east (k = 0..3); the signal is the step number.
@@ -152,9 +153,9 @@ def reference(A: np.ndarray, B: np.ndarray, steps: int) -> None:
 
 
 def initialize(n: int, nx: int | None = None):
-    if nx not in (None, n):
-        raise ValueError(f"jacobi_2d has a square N x N domain: nx={nx} must be omitted or equal n={n}.")
-    i, j = np.meshgrid(np.arange(n, dtype=np.float64), np.arange(n, dtype=np.float64), indexing="ij")
+    """NPBench's initial A and B on the global NX x N domain (``nx`` rows, default ``n``)."""
+    nx = n if nx is None else nx
+    i, j = np.meshgrid(np.arange(nx, dtype=np.float64), np.arange(n, dtype=np.float64), indexing="ij")
     return (i * (j + 2) + 2) / n, (i * (j + 3) + 3) / n
 
 
@@ -183,15 +184,20 @@ def place(glob: np.ndarray, local: np.ndarray, pe: int, npes: int) -> None:
 
 
 def check_size(n: int, npes: int, nx: int | None = None) -> None:
+    nx = n if nx is None else nx
     px, py = process_grid(npes)
-    if (n - 2) % px or (n - 2) % py or (n - 2) // max(px, py) < 4:
-        raise ValueError(f"N - 2 = {n - 2} must be divisible by the {px} x {py} process grid, >= 4 cells a side.")
+    if (nx - 2) % px or (n - 2) % py or min((nx - 2) // px, (n - 2) // py) < 4:
+        raise ValueError(
+            f"NX - 2 = {nx - 2} and N - 2 = {n - 2} must be divisible by the {px} x {py} process grid's {px} and "
+            f"{py}, >= 4 cells a side."
+        )
 
 
 def local_shape(n: int, npes: int, nx: int | None = None) -> tuple[int, int]:
-    """Shape of each PE's tile (interior plus ring)."""
+    """Shape of each PE's tile (interior plus ring) of the NX x N domain (``nx`` default ``n``)."""
+    nx = n if nx is None else nx
     px, py = process_grid(npes)
-    return (n - 2) // px + 2, (n - 2) // py + 2
+    return (nx - 2) // px + 2, (n - 2) // py + 2
 
 
 def symbols(npes: int, shape: tuple | None = None) -> dict:

@@ -214,7 +214,12 @@ def main(argv=None) -> int:
     parser.add_argument("--program", choices=sorted(PROGRAMS), default="jacobi_2d")
     parser.add_argument("--form", choices=FORMS, default="plain")
     parser.add_argument("--n", type=int, default=130, help="global domain size N (N x N or N x N x N)")
-    parser.add_argument("--nx", type=int, default=None, help="jacobi_3d(_grid): extent of the first axis, default N")
+    parser.add_argument(
+        "--nx",
+        type=int,
+        default=None,
+        help="extent of the first axis, default N (jacobi_2d: the rows of an NX x N domain)",
+    )
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument(

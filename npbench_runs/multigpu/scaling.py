@@ -52,7 +52,8 @@ def _gpus() -> int:
 
 def weak_n(program: str, gpus: int, tile: int | tuple[int, int] | None = None) -> tuple[int, int | None] | None:
     """Global ``(N, NX)`` such that every GPU's tile has the 1-GPU interior (``NX``: jacobi_3d's split
-    axis, which alone grows; ``None`` for jacobi_2d's square domain). ``tile``: the 1-GPU side instead of
+    axis, which alone grows; jacobi_2d's rows where its process grid is not square, else ``None``: a square domain,
+    NPBench's). ``tile``: the 1-GPU side instead of
     :data:`WEAK`'s, or jacobi_3d's 1-GPU ``(NX, N)`` for a slab that is not a cube (the split axis
     longer or shorter than the other two: the same work per GPU with larger or smaller halo planes)."""
     nx1, n = _shape(program, tile or WEAK[program])
@@ -67,10 +68,8 @@ def weak_n(program: str, gpus: int, tile: int | tuple[int, int] | None = None) -
         return (n - 2) * py + 2, (nx1 - 2) * px + 2
     from .jacobi_2d import process_grid
 
-    px, py = process_grid(gpus)
-    if px != py:
-        return None  # a non-square grid has non-square tiles: not the same work per GPU
-    return (n - 2) * px + 2, None
+    px, py = process_grid(gpus)  # PX x PY square tiles: an NX x N domain, square where the grid is
+    return (n - 2) * py + 2, (n - 2) * px + 2 if px != py else None
 
 
 def _shape(program: str, size: int | tuple[int, int]) -> tuple[int, int]:
@@ -153,8 +152,9 @@ def _finish_dace_build(proc: subprocess.Popen) -> dict:
 
 
 def _configs(programs, gpus, modes=("weak", "strong"), sizes=None):
-    """(program, mode, gpus, n, nx) of every configuration (``nx``: jacobi_3d's split axis, or ``None``);
-    ``sizes``: ``{program: side or (NX, N)}`` replacing the weak tile and the strong domain."""
+    """(program, mode, gpus, n, nx) of every configuration (``nx``: jacobi_3d's split axis, jacobi_2d's rows on a
+    process grid that is not square, or ``None``); ``sizes``: ``{program: side or (NX, N)}`` replacing the weak tile
+    and the strong domain."""
     sizes = sizes or {}
     for program in programs:
         for mode in modes:

@@ -101,6 +101,35 @@ def test_weak_slabs_that_are_not_cubes():
         scaling.parse_size("jacobi_3d=1026x130x130")
 
 
+def test_jacobi_2d_weak_scaling_on_grids_that_are_not_square():
+    """On 2 (1 x 2) and 8 (2 x 4) GPUs every PE keeps the 1-GPU square tile: the global domain is NX x N, its tiles
+    cover it once, and sizes the grid does not divide are refused."""
+    from npbench_runs.multigpu import jacobi_2d
+
+    assert scaling.weak_n("jacobi_2d", 2, 130) == (258, 130)
+    assert scaling.weak_n("jacobi_2d", 8, 130) == (514, 258)
+    assert [c[2:] for c in scaling._configs(["jacobi_2d"], [1, 2, 4, 8], ("weak",), {"jacobi_2d": 130})] == [
+        (1, 130, None),
+        (2, 258, 130),
+        (4, 258, None),
+        (8, 514, 258),
+    ]
+    n, nx = 514, 258
+    jacobi_2d.check_size(n, 8, nx)
+    assert jacobi_2d.local_shape(n, 8, nx) == (130, 130)
+    A, B = jacobi_2d.initialize(n, nx)
+    assert A.shape == B.shape == (nx, n)
+    rebuilt = np.zeros_like(A)
+    rebuilt[0, :], rebuilt[-1, :], rebuilt[:, 0], rebuilt[:, -1] = A[0, :], A[-1, :], A[:, 0], A[:, -1]
+    for pe in range(8):
+        t = jacobi_2d.tile(A, pe, 8)
+        assert t.shape == (130, 130)
+        jacobi_2d.place(rebuilt, t, pe, 8)
+    np.testing.assert_array_equal(rebuilt, A)
+    with pytest.raises(ValueError, match="2 x 4 process grid"):
+        jacobi_2d.check_size(514, 8, 259)
+
+
 def test_each_tile_is_compared_with_its_own_one_gpu_run():
     """A run that sweeps several tiles: each p-GPU row's efficiency and halo cost against the 1-GPU row of its
     tile, and DaCe + MPI's against the same global domain (here two with the same N)."""

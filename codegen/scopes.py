@@ -241,17 +241,15 @@ def copy_body(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list
 
 
 def _linear_run(ctx: KernelContext, name: str, sub: subsets.Subset) -> bool:
-    """Whether the elements of ``name[sub]``, taken in row-major order, lie one after another in memory: at most one
-    dimension longer than one, of stride 1, or a contiguous part of a row-major packed array."""
+    """Whether the elements of ``name[sub]``, taken in row-major order, lie one after another in memory: DaCe's
+    contiguous subset (``Range.is_contiguous_subset``: unit steps, a one-dimensional slice of stride 1 or a contiguous
+    part of a packed array), with a packed array's layout row-major where more than one dimension is longer than one
+    (a column-major one is contiguous in the other order)."""
     desc = ctx.sdfg.arrays[name]
     if name in ctx.private or not isinstance(desc, dace.data.Array) or not isinstance(sub, subsets.Range):
         return False
-    if any(s != 1 for _, _, s in sub.ndrange()):
-        return False
-    long_dims = [k for k, size in enumerate(sub.size()) if (size == 1) != True]  # noqa: E712 (sympy)
-    if len(long_dims) <= 1:
-        return all((desc.strides[k] == 1) == True for k in long_dims)  # noqa: E712
-    return bool(desc.is_packed_c_strides()) and bool(sub.is_contiguous_subset(desc))
+    long_dims = sum(1 for size in sub.size() if (size == 1) != True)  # noqa: E712 (sympy)
+    return bool(sub.is_contiguous_subset(desc)) and (long_dims <= 1 or bool(desc.is_packed_c_strides()))
 
 
 def sequential_copy(ctx: KernelContext, state: SDFGState, edge, owned: list[str]) -> list[str]:

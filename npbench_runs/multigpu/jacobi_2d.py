@@ -154,7 +154,7 @@ def reference(A: np.ndarray, B: np.ndarray, steps: int) -> None:
 
 def initialize(n: int, nx: int | None = None):
     """NPBench's initial A and B on the global NX x N domain (``nx`` rows, default ``n``)."""
-    nx = n if nx is None else nx
+    nx = nx or n
     i, j = np.meshgrid(np.arange(nx, dtype=np.float64), np.arange(n, dtype=np.float64), indexing="ij")
     return (i * (j + 2) + 2) / n, (i * (j + 3) + 3) / n
 
@@ -184,7 +184,7 @@ def place(glob: np.ndarray, local: np.ndarray, pe: int, npes: int) -> None:
 
 
 def check_size(n: int, npes: int, nx: int | None = None) -> None:
-    nx = n if nx is None else nx
+    nx = nx or n
     px, py = process_grid(npes)
     if (nx - 2) % px or (n - 2) % py or min((nx - 2) // px, (n - 2) // py) < 4:
         raise ValueError(
@@ -195,7 +195,7 @@ def check_size(n: int, npes: int, nx: int | None = None) -> None:
 
 def local_shape(n: int, npes: int, nx: int | None = None) -> tuple[int, int]:
     """Shape of each PE's tile (interior plus ring) of the NX x N domain (``nx`` default ``n``)."""
-    nx = n if nx is None else nx
+    nx = nx or n
     px, py = process_grid(npes)
     return (nx - 2) // px + 2, (n - 2) // py + 2
 

@@ -33,7 +33,8 @@ struct LauncherState {{
     size_t workspace_size = 0;
     char error[1024] = {{0}};
     int cached_device = -1, cached_for = 0, sms = 0, warp = 0, block_chosen = 0, per_sm = 0;  // see cpufree_run
-    int per_sm_bounded = 0;  // blocks per SM of a kernel's bounded build where it does not spill (kernel_builds)
+    int per_sm_bounded = 0;  // blocks per SM of a kernel's bounded build, 0 where it spills too much (kernel_builds)
+    bool bounded_spills = false;  // that build keeps some values in local memory
     bool events = false;
     cudaEvent_t start, stop;
 }} cpufree_state;
@@ -262,11 +263,17 @@ extern "C" int cpufree_shmem_copy(void *dst, const void *src, size_t n) {{
 # A kernel with matrix products is built twice: its body is a force-inlined device function, and two kernels run it,
 # one with the registers ptxas chooses (the DMMA tile's kernels get 222-250, two blocks of 128 threads per
 # multiprocessor) and one bounded to three such blocks (``{kernel}_bounded``: 168 registers, what the tile itself
-# needs). The launcher takes the bounded one where the device reports it spill-free (``localSizeBytes``), the block is
-# the products' size, and the products have more output tiles than the unbounded kernel's grid has blocks: a third
-# block per multiprocessor then runs more tiles at once; with fewer tiles it only adds blocks to every grid sync.
+# needs). The launcher takes the bounded one where the block is the products' size and the largest product has more
+# output tiles than the device has multiprocessors (with fewer, each tile has a multiprocessor to itself in either
+# build, and a third block per multiprocessor only adds blocks to every grid sync), and then
+# - where the device reports it spill-free (``localSizeBytes``): when the tiles are more than the unbounded kernel's
+#   grid has blocks (a third block per multiprocessor runs more of them at once);
+# - where it spills a little (at most ``kBoundedSpillBytes`` a thread): when one wave of its own grid holds every tile.
+#   Spilled values are reloaded in every tile, and over many waves of tiles that lost (k2mm, k3mm at paper); within
+#   one wave the third block won (k2mm, k3mm at S, covariance at paper).
 # One template for both (``__launch_bounds__(128, MinBlocks)``) made the unbounded one 6-7 % slower (k2mm, mlp at S).
-# Measured on an H100 (docs/linear-algebra.md): gemm 0.195 -> 0.155 ms at S, 0.725 -> 0.665 ms at paper.
+# Measured on an H100 (docs/linear-algebra.md): gemm 0.195 -> 0.155 ms at S, 0.725 -> 0.665 ms at paper; k3mm at S
+# 0.232, 0.218 -> 0.198, 0.198 ms.
 # The body is a template over the build's blocks per multiprocessor (0: unbounded), which its products' calls take as
 # CPUFREE_BLOCKS_PER_SM to choose their tile (cpufree::GemmTileFor): each kernel compiles only its own tile.
 BODY_HEAD = """\
@@ -287,7 +294,9 @@ BOUNDED_BUILD = """\
             cudaFuncAttributes bounded;
             auto *three = {kernel}_bounded;
             CPUFREE_CHECK(cudaFuncGetAttributes(&bounded, (const void *)three));
-            if (bounded.localSizeBytes == 0) {{
+            constexpr size_t kBoundedSpillBytes = 256;  // local memory a thread of the bounded build may use
+            cpufree_state.bounded_spills = bounded.localSizeBytes > 0;
+            if (bounded.localSizeBytes <= kBoundedSpillBytes) {{
                 if (dynamic_shared > 0)
                     CPUFREE_CHECK(cudaFuncSetAttribute((const void *)three, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        (int)dynamic_shared));
@@ -298,7 +307,10 @@ BOUNDED_BUILD = """\
 """
 CHOOSE_BUILD = """
     const bool room = cpufree_state.max_blocks <= 0 || cpufree_state.max_blocks > per_sm * sms;  // a capped grid
-    if (room && cpufree_state.per_sm_bounded > per_sm && (long long)({tiles}) > (long long)per_sm * sms) {{
+    const long long tiles = (long long)({tiles}), per_sm3 = cpufree_state.per_sm_bounded;
+    const long long bounded_grid = per_sm3 * sms, unbounded_grid = (long long)per_sm * sms;
+    const bool third_block_pays = cpufree_state.bounded_spills ? tiles <= bounded_grid : tiles > unbounded_grid;
+    if (room && per_sm3 > per_sm && tiles > (long long)sms && third_block_pays) {{
         kfn = {kernel}_bounded;
         per_sm = cpufree_state.per_sm_bounded;
     }}"""

@@ -111,7 +111,11 @@ def test_kernels_with_products_are_built_twice_and_the_launcher_counts_their_til
     (call,) = _products(source)
     assert call.tiles == "cpufree::gemm_tiles<double>((long long)(M), (long long)(N))"
     assert call.tile_symbols == {"M", "N"}
-    assert f"(long long)({call.tiles}) > (long long)per_sm * sms" in source.code  # the launcher's choice
+    # the launcher's choice: more tiles than multiprocessors, and more than the unbounded grid's blocks (a bounded
+    # build without spills) or no more than one wave of the bounded grid (one that spills a little)
+    assert f"const long long tiles = (long long)({call.tiles})" in source.code
+    assert "tiles > (long long)sms && third_block_pays" in source.code
+    assert "cpufree_state.bounded_spills ? tiles <= bounded_grid : tiles > unbounded_grid" in source.code
     plain = dace_cpufree.kernel_source(KERNELS["go_fast"].program)
     assert f"{plain.kernel}_bounded" not in plain.code and f"{plain.kernel}_body" not in plain.code
 
@@ -195,17 +199,21 @@ def test_nvcc_builds_the_tensor_core_product(arch, tmp_path):
     # each build compiles its own tile (cpufree::GemmTileFor): on sm_90 the bounded one the swapped 16x8x8 atoms, the
     # other the 16x8x4 atoms and, for products of few tiles, the swapped ones too; other architectures split both into
     # m8n8k4
-    entries = {chunk.split("(")[0]: chunk for chunk in re.split(r"\.entry\s+", ptx)[1:]}
-    (bounded,) = [body for name, body in entries.items() if f"{source.kernel}_bounded" in name]
-    (unbounded,) = [body for name, body in entries.items() if source.kernel in name and "_bounded" not in name]
+    # (the unbounded build's few-tile path is a function of its own, called from that kernel only)
+    chunks = re.split(r"(?=\.(?:visible\s+)?(?:entry|func)\s)", ptx)
+    named = {re.match(r"\.(?:visible\s+)?(?:entry|func)\s+(?:\([^)]*\)\s*)?(\w+)", c).group(1): c for c in chunks[1:]}
+    (bounded,) = [body for name, body in named.items() if f"{source.kernel}_bounded" in name]
+    (unbounded,) = [body for name, body in named.items() if source.kernel in name and "_bounded" not in name]
+    (few,) = [body for name, body in named.items() if "gemm_tensor_few" in name]
     atoms = {
         label: set(re.findall(r"mma\.sync\.aligned\.(m\d+n\d+k\d+)\.row\.col\.f64", body))
-        for label, body in (("bounded", bounded), ("unbounded", unbounded))
+        for label, body in (("bounded", bounded), ("unbounded", unbounded), ("few", few))
     }
+    assert "gemm_tensor_few" in unbounded and "gemm_tensor_few" not in bounded
     if arch == "sm_90":
-        assert atoms == {"bounded": {"m16n8k8"}, "unbounded": {"m16n8k4", "m16n8k8"}}
+        assert atoms == {"bounded": {"m16n8k8"}, "unbounded": {"m16n8k4"}, "few": {"m16n8k8"}}
     else:
-        assert atoms == {"bounded": {"m8n8k4"}, "unbounded": {"m8n8k4"}}
+        assert atoms == {"bounded": {"m8n8k4"}, "unbounded": {"m8n8k4"}, "few": {"m8n8k4"}}
 
 
 @pytest.mark.compile

@@ -772,6 +772,15 @@ __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, cons
         gemm_tensor_cublasdx<T, Tile>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc, forced_splits);
 }
 
+// The unbounded build's few-tile path (gemm, below) as a call of its own rather than inlined into the kernel's body
+// beside the 16x8x4 tile loop: k2mm at paper, whose products never take it, ran 5.27-5.42 ms with it inlined and
+// 5.08-5.22 ms out of line (H100, five alternating pairs; docs/linear-algebra.md).
+template <typename T, typename Tile>
+__device__ __noinline__ void gemm_tensor_few(long long M, long long N, long long K, T alpha, const T *A, long long lda,
+                                             const T *B, long long ldb, T beta, T *C, long long ldc) {
+    gemm_tensor<T, Tile>(M, N, K, alpha, A, lda, false, B, ldb, false, beta, C, ldc);
+}
+
 #endif  // !CPUFREE_GEMM_PLAIN
 
 }  // namespace gemm_detail
@@ -806,7 +815,7 @@ __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A,
         if constexpr (MinBlocks == 0 && !cute::is_same_v<Few, Tile>) {
             if (!transA && !transB && blockDim.x >= Few::kThreads &&
                 gemm_tiles<T, Few>(M, N) <= (long long)gridDim.x) {
-                gemm_detail::gemm_tensor<T, Few>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
+                gemm_detail::gemm_tensor_few<T, Few>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
                 return;
             }
         }

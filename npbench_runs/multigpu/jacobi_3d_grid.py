@@ -1,10 +1,10 @@
 """Jacobi 3-D (7-point) on a PX x PY x PZ process grid: 6 neighbours, one halo face on each side of a block.
 
-The global ``NX x N x N`` domain keeps its boundary fixed. The process grid is chosen on the host from the PE
-count (:func:`process_grid`: the most cubic factorisation, its largest factor on the leading axis, so 2 PEs are
-2x1x1, 4 are 2x2x1, 8 are 2x2x2) and reaches the program as two symbols, ``PY`` and ``PZ``; ``PX`` is
+The global ``NX x NY x N`` domain (``NY`` defaults to ``N``) keeps its boundary fixed. The process grid is chosen
+on the host from the PE count (:func:`process_grid`: the most cubic factorisation, its largest factor on the leading
+axis, so 2 PEs are 2x1x1, 4 are 2x2x1, 8 are 2x2x2) and reaches the program as two symbols, ``PY`` and ``PZ``; ``PX`` is
 ``n_pes() // (PY * PZ)``. PE ``me`` sits at ``(me // (PY PZ), (me // PZ) % PY, me % PZ)`` (row-major, the
-last axis fastest). It owns an ``LX x LY x LZ`` block: ``(NX - 2) / PX`` by ``(N - 2) / PY`` by
+last axis fastest). It owns an ``LX x LY x LZ`` block: ``(NX - 2) / PX`` by ``(NY - 2) / PY`` by
 ``(N - 2) / PZ`` interior cells plus one halo layer on each of its 6 faces (the 7-point stencil reads no edge
 or corner of the halo, so only the faces' interiors are exchanged).
 
@@ -266,10 +266,10 @@ def reference(A: np.ndarray, B: np.ndarray, steps: int) -> None:
             dst[inner] = C * acc
 
 
-def initialize(n: int, nx: int | None = None):
-    """The global ``nx x n x n`` domain (``nx`` defaults to ``n``). The values differ along every axis and on
-    every face of the boundary, so a face put into the wrong halo, or transposed, changes the result."""
-    shape = (nx or n, n, n)
+def initialize(n: int, nx: int | None = None, ny: int | None = None):
+    """The global ``nx x ny x n`` domain (``nx`` and ``ny`` default to ``n``). The values differ along every axis
+    and on every face of the boundary, so a face put into the wrong halo, or transposed, changes the result."""
+    shape = (nx or n, ny or n, n)
     i, j, k = np.meshgrid(*(np.arange(s, dtype=np.float64) for s in shape), indexing="ij")
     A = (i + 2.0 * j + 3.0 * k) / (6.0 * n) + np.sin(0.3 * i + 0.7 * j * k / n)
     B = (3.0 * i + j + 2.0 * k) / (6.0 * n) + np.cos(0.5 * k - 0.2 * i * j / n)
@@ -321,9 +321,9 @@ def place(glob: np.ndarray, local: np.ndarray, pe: int, npes: int) -> None:
     glob[index] = local[1:-1, 1:-1, 1:-1]
 
 
-def check_size(n: int, npes: int, nx: int | None = None) -> None:
+def check_size(n: int, npes: int, nx: int | None = None, ny: int | None = None) -> None:
     grid = process_grid(npes)
-    sides = (nx or n, n, n)
+    sides = (nx or n, ny or n, n)
     if any((s - 2) % p or (s - 2) // p < 4 for s, p in zip(sides, grid)):
         raise ValueError(
             f"the interior {'x'.join(str(s - 2) for s in sides)} must be divisible by the "
@@ -331,9 +331,9 @@ def check_size(n: int, npes: int, nx: int | None = None) -> None:
         )
 
 
-def local_shape(n: int, npes: int, nx: int | None = None) -> tuple[int, int, int]:
+def local_shape(n: int, npes: int, nx: int | None = None, ny: int | None = None) -> tuple[int, int, int]:
     """Shape of each PE's block (interior plus the halo layers)."""
-    return tuple(e + 2 for e in _extents((nx or n, n, n), npes))
+    return tuple(e + 2 for e in _extents((nx or n, ny or n, n), npes))
 
 
 def symbols(npes: int, shape: tuple | None = None) -> dict:

@@ -122,14 +122,16 @@ def run(
     nx: int | None = None,
     specialize: bool = True,
     slope_steps: int | None = None,
+    ny: int | None = None,
 ) -> dict:
     """Runs on this process's GPU (``dace_mpi`` with ``device="cpu"``: on the CPU); returns rank 0's report
     (other ranks: their own timing only)."""
     module = PROGRAMS[program]
     where = placement()
     rank, size = where.rank, where.size
-    module.check_size(n, size, nx)
-    A0, B0 = module.initialize(n, nx)
+    middle = domain_extents(program, ny)
+    module.check_size(n, size, nx, **middle)
+    A0, B0 = module.initialize(n, nx, **middle)
     A, B = module.tile(A0, rank, size), module.tile(B0, rank, size)
     if framework == "cpufree":
         a, b, fields = _run_cpufree(program, form, A, B, steps, repeat, specialize, slope_steps)
@@ -141,7 +143,7 @@ def run(
         a, b, fields = dace_mpi.run(program, A, B, steps, repeat, device)
         slope_ms = dace_mpi.run(program, A, B, slope_steps, repeat, device)[2]["call_ms"] if slope_steps else None
         fields = _per_step(fields, steps, fields["call_ms"], slope_steps, slope_ms)
-    report = {"framework": framework, "program": program, "gpus": size, "n": n, "nx": nx or n}
+    report = {"framework": framework, "program": program, "gpus": size, "n": n, "nx": nx or n, **middle}
     report["local_shape"] = list(A.shape)
     report.update(steps=steps, **fields)
     tiles = _gather_tiles(_comm(), rank, size, a, b)
@@ -207,6 +209,16 @@ def _reference(module, program: str, A0, B0, steps: int):
     return ref["A"], ref["B"]
 
 
+def domain_extents(program: str, ny: int | None) -> dict:
+    """The keyword of the global domain's middle extent for the program's functions (``ny``: jacobi_3d_grid's
+    ``NX x NY x N`` domain), empty where it is not given."""
+    if ny is None:
+        return {}
+    if program != "jacobi_3d_grid":
+        raise ValueError(f"--ny: {program} has no middle extent of its own; only jacobi_3d_grid's NX x NY x N domain.")
+    return {"ny": ny}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m npbench_runs.multigpu.run", description=__doc__)
     parser.add_argument("--framework", choices=FRAMEWORKS, default="cpufree")
@@ -219,6 +231,12 @@ def main(argv=None) -> int:
         type=int,
         default=None,
         help="extent of the first axis, default N (jacobi_2d: the rows of an NX x N domain)",
+    )
+    parser.add_argument(
+        "--ny",
+        type=int,
+        default=None,
+        help="jacobi_3d_grid: extent of the middle axis, default N (an NX x NY x N domain)",
     )
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=1)
@@ -238,6 +256,10 @@ def main(argv=None) -> int:
         "launch's time per segment and time step (min / mean / max over the blocks; lines prefixed [pe N])",
     )
     args = parser.parse_args(argv)
+    try:
+        domain_extents(args.program, args.ny)
+    except ValueError as e:
+        parser.error(str(e))
     if args.step_times:
         os.environ["DACE_CPUFREE_STEP_TIMES"] = "1"  # read when the program is compiled, on every rank
     t0 = time.perf_counter()
@@ -255,6 +277,7 @@ def main(argv=None) -> int:
             args.nx,
             not args.generic,
             args.slope_steps,
+            args.ny,
         )
     except BaseException:
         _abort_job()

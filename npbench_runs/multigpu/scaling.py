@@ -50,26 +50,25 @@ def _gpus() -> int:
     return gpu_count()
 
 
-def weak_n(program: str, gpus: int, tile: int | tuple[int, int] | None = None) -> tuple[int, int | None] | None:
-    """Global ``(N, NX)`` such that every GPU's tile has the 1-GPU interior (``NX``: jacobi_3d's split
-    axis, which alone grows; jacobi_2d's rows where its process grid is not square, else ``None``: a square domain,
-    NPBench's). ``tile``: the 1-GPU side instead of
-    :data:`WEAK`'s, or jacobi_3d's 1-GPU ``(NX, N)`` for a slab that is not a cube (the split axis
-    longer or shorter than the other two: the same work per GPU with larger or smaller halo planes)."""
+def weak_n(program: str, gpus: int, tile: int | tuple[int, int] | None = None) -> tuple[int, int | None, int | None]:
+    """Global ``(N, NX, NY)`` such that every GPU's tile has the 1-GPU interior. ``NX``: jacobi_3d's split axis,
+    which alone grows; jacobi_2d's rows where its process grid is not square, else ``None``: a square domain,
+    NPBench's; jacobi_3d_grid's leading axis. ``NY``: jacobi_3d_grid's middle axis where its process grid splits it
+    differently from the last one (2x2x1 at 4 GPUs), else ``None``. ``tile``: the 1-GPU side instead of
+    :data:`WEAK`'s, or jacobi_3d's 1-GPU ``(NX, N)`` for a slab that is not a cube (the split axis longer or shorter
+    than the other two: the same work per GPU with larger or smaller halo planes)."""
     nx1, n = _shape(program, tile or WEAK[program])
     if program == "jacobi_3d":
-        return n, (nx1 - 2) * gpus + 2
+        return n, (nx1 - 2) * gpus + 2, None
     if program == "jacobi_3d_grid":
         from .jacobi_3d_grid import process_grid
 
         px, py, pz = process_grid(gpus)
-        if py != pz:
-            return None  # (2x2x1 at 4 GPUs) the trailing axes would differ: not an NX x N x N domain
-        return (n - 2) * py + 2, (nx1 - 2) * px + 2
+        return (n - 2) * pz + 2, (nx1 - 2) * px + 2, (n - 2) * py + 2 if py != pz else None
     from .jacobi_2d import process_grid
 
     px, py = process_grid(gpus)  # PX x PY square tiles: an NX x N domain, square where the grid is
-    return (n - 2) * py + 2, (n - 2) * px + 2 if px != py else None
+    return (n - 2) * py + 2, (n - 2) * px + 2 if px != py else None, None
 
 
 def _shape(program: str, size: int | tuple[int, int]) -> tuple[int, int]:
@@ -125,9 +124,12 @@ def mpirun_job(
     return proc, (json.loads(lines[-1]) if lines else None)
 
 
-def run_one(program, form, gpus, n, steps, timeout, repeat, framework="cpufree", nx=None, slope_steps=None) -> dict:
+def run_one(
+    program, form, gpus, n, steps, timeout, repeat, framework="cpufree", nx=None, slope_steps=None, ny=None
+) -> dict:
     args = ["--framework", framework, "--program", program] + (["--form", form] if framework == "cpufree" else [])
     args += ["--n", str(n), "--steps", str(steps), "--repeat", str(repeat)] + (["--nx", str(nx)] if nx else [])
+    args += ["--ny", str(ny)] if ny else []
     args += ["--slope-steps", str(slope_steps)] if slope_steps else []
     proc, report = mpirun_job(gpus, args, timeout)
     if proc.returncode not in (0, 1) or report is None:
@@ -152,9 +154,9 @@ def _finish_dace_build(proc: subprocess.Popen) -> dict:
 
 
 def _configs(programs, gpus, modes=("weak", "strong"), sizes=None):
-    """(program, mode, gpus, n, nx) of every configuration (``nx``: jacobi_3d's split axis, jacobi_2d's rows on a
-    process grid that is not square, or ``None``); ``sizes``: ``{program: side or (NX, N)}`` replacing the weak tile
-    and the strong domain."""
+    """(program, mode, gpus, n, nx, ny) of every configuration (``nx``: jacobi_3d's split axis, jacobi_2d's rows on
+    a process grid that is not square, or ``None``; ``ny``: jacobi_3d_grid's middle axis, see :func:`weak_n`);
+    ``sizes``: ``{program: side or (NX, N)}`` replacing the weak tile and the strong domain."""
     sizes = sizes or {}
     for program in programs:
         for mode in modes:
@@ -164,9 +166,8 @@ def _configs(programs, gpus, modes=("weak", "strong"), sizes=None):
                     shape = weak_n(program, g, side)
                 else:
                     nx, n = _shape(program, side or STRONG[program])
-                    shape = (n, nx if nx != n else None)
-                if shape is not None:
-                    yield program, mode, g, *shape
+                    shape = (n, nx if nx != n else None, None)
+                yield program, mode, g, *shape
 
 
 def _prebuild(item: tuple) -> str:
@@ -199,9 +200,12 @@ def prebuild_all(configs, forms, jobs: int) -> list[str]:
     from .run import compile_symbols
 
     todo = []
-    for program, form, gpus, n, nx in sorted({(p, f, g, n, nx) for p, _, g, n, nx in configs for f in forms}, key=str):
+    from .run import domain_extents
+
+    unique = {(p, f, g, n, nx, ny) for p, _, g, n, nx, ny in configs for f in forms}
+    for program, form, gpus, n, nx, ny in sorted(unique, key=str):
         module = PROGRAMS[program]
-        fixed, _ = compile_symbols(program, gpus, module.local_shape(n, gpus, nx))
+        fixed, _ = compile_symbols(program, gpus, module.local_shape(n, gpus, nx, **domain_extents(program, ny)))
         todo.append((f"{program} {form} {gpus} GPUs", module.__name__, form, fixed))
     return prebuild_programs(todo, jobs)
 
@@ -261,14 +265,14 @@ def main(argv=None) -> int:
             print(json.dumps({"prebuild_error": err}), flush=True)
     rows = []
     # configurations outermost (weak first), frameworks inside: a run cut short still compares them
-    for program, mode, g, n, nx in sorted(configs, key=lambda c: c[1] != "weak"):
+    for program, mode, g, n, nx, ny in sorted(configs, key=lambda c: c[1] != "weak"):
         for framework, form in jobs:
             if framework == "dace_mpi" and program not in WITH_BASELINE:
                 continue
             if framework == "dace_mpi" and compile_s is None:
                 compile_s = _finish_dace_build(build)
                 print(json.dumps({"dace_mpi_compile_s": compile_s}), flush=True)
-            row = run_one(program, form, g, n, args.steps, args.timeout, args.repeat, framework, nx, slope)
+            row = run_one(program, form, g, n, args.steps, args.timeout, args.repeat, framework, nx, slope, ny)
             row["mode"] = mode
             if framework == "dace_mpi" and program in compile_s:
                 row["compile_s"] = compile_s[program]
@@ -283,9 +287,11 @@ def main(argv=None) -> int:
 
 
 def _domain(r: dict) -> tuple:
-    """A row's configuration: program, mode, GPU count and global domain (``n``, and ``nx`` where it differs)."""
-    nx = r.get("nx")
-    return r["program"], r["mode"], r["gpus"], r["n"], nx if nx not in (None, r["n"]) else None
+    """A row's configuration: program, mode, GPU count and global domain (``n``, and ``nx``, ``ny`` where they
+    differ)."""
+    nx, ny = r.get("nx"), r.get("ny")
+    differs = [v if v not in (None, r["n"]) else None for v in (nx, ny)]
+    return r["program"], r["mode"], r["gpus"], r["n"], *differs
 
 
 def _summarise(rows: list[dict], floor_us: float = FLOOR_US) -> None:
@@ -318,8 +324,8 @@ def _summarise(rows: list[dict], floor_us: float = FLOOR_US) -> None:
 
 
 def _write(rows: list[dict], out: Path) -> None:
-    keys = ["framework", "program", "form", "transport", "launch", "mode", "gpus", "n", "nx", "local_shape", "steps",
-            "slope_steps", "timing",
+    keys = ["framework", "program", "form", "transport", "launch", "mode", "gpus", "n", "nx", "ny", "local_shape",
+            "steps", "slope_steps", "timing",
             "us_per_step", "us_per_step_one_run", "launch_us", "vs_dace_mpi", "efficiency", "halo_us_per_step",
             "halo_vs_floor", "halo_us_per_exchange", "exchange_vs_floor", "max_abs_error", "bitwise", "valid",
             "compile_s", "error"]  # fmt: skip

@@ -23,7 +23,7 @@ from . import scaling
 #: one colour per framework or form in every panel
 COLOURS = {"DaCe + MPI": "tab:blue", "overlapped": "tab:orange", "plain": "tab:green", "cupy": "tab:blue",
            "cg": "tab:green", "pipelined": "tab:orange"}  # fmt: skip
-_INTS = {"gpus", "n", "nx", "steps", "slope_steps", "iters"}
+_INTS = {"gpus", "n", "nx", "ny", "steps", "slope_steps", "iters"}
 _BOOLS = {"bitwise", "valid", "validated"}
 
 
@@ -54,7 +54,7 @@ def read(paths: list[Path], key) -> list[dict]:
 
 
 def _stencil_key(r: dict) -> tuple:
-    return (r.get("framework"), r["program"], r.get("form"), r["mode"], r["gpus"], r["n"], r.get("nx"))
+    return (r.get("framework"), r["program"], r.get("form"), r["mode"], r["gpus"], r["n"], r.get("nx"), r.get("ny"))
 
 
 def _cg_key(r: dict) -> tuple:

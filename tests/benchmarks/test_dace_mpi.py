@@ -89,12 +89,13 @@ def test_weak_slabs_that_are_not_cubes():
     """jacobi_3d's weak tile given as NXxN: the split axis grows with the GPUs, the planes keep their size."""
     assert scaling.parse_size("jacobi_3d=1026x130") == ("jacobi_3d", (1026, 130))
     assert scaling.parse_size("jacobi_2d=4098") == ("jacobi_2d", 4098)
-    assert scaling.weak_n("jacobi_3d", 4, (1026, 130)) == (130, 4098)
-    assert scaling.weak_n("jacobi_3d", 4, 258) == (258, 1026)
-    assert scaling.weak_n("jacobi_2d", 4, 4098) == (8194, None)
+    assert scaling.weak_n("jacobi_3d", 4, (1026, 130)) == (130, 4098, None)
+    assert scaling.weak_n("jacobi_3d", 4, 258) == (258, 1026, None)
+    assert scaling.weak_n("jacobi_2d", 4, 4098) == (8194, None, None)
     configs = list(scaling._configs(["jacobi_3d"], [1, 4], ("weak", "strong"), {"jacobi_3d": (1026, 130)}))
-    assert configs == [("jacobi_3d", "weak", 1, 130, 1026), ("jacobi_3d", "weak", 4, 130, 4098),
-                       ("jacobi_3d", "strong", 1, 130, 1026), ("jacobi_3d", "strong", 4, 130, 1026)]  # fmt: skip
+    assert configs == [("jacobi_3d", "weak", 1, 130, 1026, None), ("jacobi_3d", "weak", 4, 130, 4098, None),
+                       ("jacobi_3d", "strong", 1, 130, 1026, None),
+                       ("jacobi_3d", "strong", 4, 130, 1026, None)]  # fmt: skip
     with pytest.raises(ValueError, match="not square"):
         scaling.weak_n("jacobi_2d", 4, (4098, 1026))
     with pytest.raises(argparse.ArgumentTypeError, match="PROGRAM=NXxN"):
@@ -106,13 +107,13 @@ def test_jacobi_2d_weak_scaling_on_grids_that_are_not_square():
     cover it once, and sizes the grid does not divide are refused."""
     from npbench_runs.multigpu import jacobi_2d
 
-    assert scaling.weak_n("jacobi_2d", 2, 130) == (258, 130)
-    assert scaling.weak_n("jacobi_2d", 8, 130) == (514, 258)
+    assert scaling.weak_n("jacobi_2d", 2, 130) == (258, 130, None)
+    assert scaling.weak_n("jacobi_2d", 8, 130) == (514, 258, None)
     assert [c[2:] for c in scaling._configs(["jacobi_2d"], [1, 2, 4, 8], ("weak",), {"jacobi_2d": 130})] == [
-        (1, 130, None),
-        (2, 258, 130),
-        (4, 258, None),
-        (8, 514, 258),
+        (1, 130, None, None),
+        (2, 258, 130, None),
+        (4, 258, None, None),
+        (8, 514, 258, None),
     ]
     n, nx = 514, 258
     jacobi_2d.check_size(n, 8, nx)

@@ -344,9 +344,57 @@ def test_distributed_grid_stencil_matches_numpy(form, gpus):
     assert report["valid"] and report["max_abs_error"] <= 1e-12, report
 
 
+@pytest.mark.parametrize("form", FORMS)
+def test_distributed_grid_stencil_on_a_domain_whose_trailing_axes_differ(form):
+    """4 GPUs (2x2x1) on a 26 x 34 x 18 domain: the middle axis split in two, the last one not."""
+    if gpu_count() < 4:
+        pytest.skip(f"needs 4 GPUs, {gpu_count()} present")
+    if shutil.which("mpirun") is None:
+        pytest.skip("needs mpirun")
+    args = ["--program", "jacobi_3d_grid", "--form", form, "--n", "18", "--nx", "26", "--ny", "34", "--steps", "21"]
+    proc, report = scaling.mpirun_job(4, args, TIMEOUT)
+    assert proc.returncode not in scaling.TIMED_OUT, f"killed after {TIMEOUT} s (hang?):\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0 and report, f"rc={proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    assert report["ny"] == 34 and report["local_shape"] == [14, 18, 18]
+    assert report["valid"] and report["max_abs_error"] <= 1e-12, report
+
+
+def test_weak_scaling_keeps_the_one_gpu_block_on_every_process_grid():
+    """Every PE keeps the 1-GPU block: on 4 GPUs (2x2x1) the global domain is NX x NY x N with NY != N; the blocks
+    cover it once; sizes the grid does not divide are refused; --ny is jacobi_3d_grid's alone."""
+    from npbench_runs.multigpu import run
+
+    assert scaling.weak_n("jacobi_3d_grid", 4, 130) == (130, 258, 258)
+    assert [c[2:] for c in scaling._configs(["jacobi_3d_grid"], [1, 2, 4, 8], ("weak",), {"jacobi_3d_grid": 34})] == [
+        (1, 34, 34, None),
+        (2, 34, 66, None),
+        (4, 34, 66, 66),
+        (8, 66, 66, None),
+    ]
+    n, nx, ny = 34, 66, 66
+    grid.check_size(n, 4, nx, ny=ny)
+    assert grid.local_shape(n, 4, nx, ny=ny) == (34, 34, 34)
+    A, _ = grid.initialize(n, nx, ny=ny)
+    assert A.shape == (nx, ny, n)
+    rebuilt = A.copy()
+    rebuilt[1:-1, 1:-1, 1:-1] = 0.0
+    for pe in range(4):
+        block = grid.tile(A, pe, 4)
+        assert block.shape == (34, 34, 34)
+        grid.place(rebuilt, block, pe, 4)
+    np.testing.assert_array_equal(rebuilt, A)
+    with pytest.raises(ValueError, match="2x2x1 process grid"):
+        grid.check_size(n, 4, nx, ny=67)
+    assert run.domain_extents("jacobi_3d_grid", 66) == {"ny": 66} and run.domain_extents("jacobi_2d", None) == {}
+    with pytest.raises(ValueError, match="--ny: jacobi_2d has no middle extent"):
+        run.domain_extents("jacobi_2d", 66)
+    with pytest.raises(SystemExit):
+        run.main(["--program", "jacobi_3d", "--ny", "66"])
+
+
 def test_registered_with_the_runners():
     assert PROGRAMS["jacobi_3d_grid"] is grid
-    assert scaling.weak_n("jacobi_3d_grid", 8) == (258, 258) and scaling.weak_n("jacobi_3d_grid", 2) == (130, 258)
-    assert scaling.weak_n("jacobi_3d_grid", 4) is None  # 2x2x1: the global domain would not be NX x N x N
+    assert scaling.weak_n("jacobi_3d_grid", 8) == (258, 258, None)
+    assert scaling.weak_n("jacobi_3d_grid", 2) == (130, 258, None)
     assert grid.symbols(8) == {"PY": 2, "PZ": 2}  # PX = n_pes() // (PY * PZ) in the program
     assert {"LX", "LY", "LZ", "PY", "PZ"} <= {str(s) for s in grid.plain.to_sdfg(simplify=True).free_symbols}

@@ -272,8 +272,8 @@ extern "C" int cpufree_shmem_copy(void *dst, const void *src, size_t n) {{
 #   Spilled values are reloaded in every tile, and over many waves of tiles that lost (k2mm, k3mm at paper); within
 #   one wave the third block won (k2mm, k3mm at S, covariance at paper).
 # One template for both (``__launch_bounds__(128, MinBlocks)``) made the unbounded one 6-7 % slower (k2mm, mlp at S).
-# Measured on an H100 (docs/linear-algebra.md): gemm 0.195 -> 0.155 ms at S, 0.725 -> 0.665 ms at paper; k3mm at S
-# 0.232, 0.218 -> 0.198, 0.198 ms.
+# Measured on H100s (docs/linear-algebra.md): gemm 0.195 -> 0.155 ms at S, 0.725 -> 0.665 ms at paper; k3mm at S
+# 0.218-0.240 -> 0.198-0.217 ms, covariance at paper 0.274 -> 0.220 ms.
 # The body is a template over the build's blocks per multiprocessor (0: unbounded), which its products' calls take as
 # CPUFREE_BLOCKS_PER_SM to choose their tile (cpufree::GemmTileFor): each kernel compiles only its own tile.
 BODY_HEAD = """\

@@ -22,6 +22,7 @@ over 50 ms) after a warm-up. A
 baseline's result is validated like ours; one that fails or differs is reported with its reason, not timed. The
 process prints its row after validation and after each framework's timing, so one stopped at the time limit while
 a slow baseline runs keeps its class and the times taken (the rest have the limit as their reason).
+``--baselines`` names which of the two are timed (none: ours alone).
 
 With ``--jobs N`` (N > 1), a first phase does every benchmark's CPU work in N processes side by side, each with
 the ``--timeout``: NPBench's inputs and NumPy reference outputs, saved in the harness's cache
@@ -48,13 +49,17 @@ from pathlib import Path
 
 import numpy as np
 
-from npbench_runs.foreign_programs import CLASSES, benchmarks, prepare_one, run_one
+from npbench_runs.foreign_programs import BASELINES, CLASSES, benchmarks, prepare_one, run_one
 
 
-def _command(root: Path, name: str, preset: str, backend: str, race_check: bool, speed: int) -> list[str]:
+def _command(
+    root: Path, name: str, preset: str, backend: str, race_check: bool, speed: int, baselines=BASELINES
+) -> list[str]:
     cmd = [sys.executable, "-m", "npbench_runs.foreign", "--one", name, "--npbench", str(root)]
     cmd += ["--preset", preset, "--backend", backend] + (["--race-check"] if race_check else [])
-    return cmd + (["--speed", str(speed)] if speed else [])
+    if not speed:
+        return cmd
+    return cmd + ["--speed", str(speed)] + (["--baselines", *baselines] if tuple(baselines) != BASELINES else [])
 
 
 def _environment() -> dict:
@@ -112,6 +117,7 @@ def prepare_all(
     progress=print,
     race_check: bool = False,
     speed: int = 0,
+    baselines: tuple[str, ...] = BASELINES,
 ) -> list:
     """:func:`prepare_one` of every benchmark, ``jobs`` processes at a time, each with the time limit; a line per
     benchmark as it ends."""
@@ -119,7 +125,7 @@ def prepare_all(
 
     def one(name: str) -> dict:
         t0 = time.perf_counter()
-        cmd = _command(root, name, preset, backend, race_check, speed) + ["--prepare"]
+        cmd = _command(root, name, preset, backend, race_check, speed, baselines) + ["--prepare"]
         row, _, reason = _answer(cmd, timeout, env)
         row = row or {"note": reason}
         row.update(name=name, seconds=time.perf_counter() - t0)
@@ -147,13 +153,14 @@ def run_all(
     into=None,
     race_check: bool = False,
     speed: int = 0,
+    baselines: tuple[str, ...] = BASELINES,
 ) -> list:
     """Every benchmark in a process of its own, with a time limit each; rows are appended to ``into`` (a new list
     by default) as they come."""
     results = [] if into is None else into
     env = _environment()
     for name in names:
-        cmd = _command(root, name, preset, backend, race_check, speed)
+        cmd = _command(root, name, preset, backend, race_check, speed, baselines)
         t0 = time.perf_counter()
         result, failure, reason = _answer(cmd, timeout, env)
         result = result or {"name": name, "class": failure, "reason": reason}
@@ -249,6 +256,14 @@ def main(argv=None) -> int:
         "upstream DaCe on the GPU",
     )
     parser.add_argument(
+        "--baselines",
+        nargs="*",
+        choices=BASELINES,
+        default=list(BASELINES),
+        help="with --speed: what is timed beside ours (default: both; none given: ours alone, e.g. to compare two "
+        "builds of ours)",
+    )
+    parser.add_argument(
         "--jobs",
         type=int,
         default=1,
@@ -274,17 +289,22 @@ def main(argv=None) -> int:
         parser.error("--race-check runs in the host emulation: use it with --backend emulate")
     if args.speed and args.backend != "cuda":
         parser.error("--speed times programs on the GPU: use it with --backend cuda")
+    baselines = tuple(b for b in BASELINES if b in args.baselines)
+    if baselines != BASELINES and not args.speed:
+        parser.error("--baselines chooses what --speed times beside ours: use it with --speed")
     if args.jobs < 1:
         parser.error("--jobs takes a number of processes, 1 or more")
     if args.one:
         if args.prepare:
-            print(json.dumps(prepare_one(root, args.one, args.preset, args.backend, args.race_check, args.speed)))
+            row = prepare_one(root, args.one, args.preset, args.backend, args.race_check, args.speed, baselines)
+            print(json.dumps(row))
             return 0
 
         def checkpoint(row: dict) -> None:  # the parent reads the last row printed, also of a process it stopped
             print(json.dumps(row), flush=True)
 
-        print(json.dumps(run_one(root, args.one, args.preset, args.backend, args.race_check, args.speed, checkpoint)))
+        row = run_one(root, args.one, args.preset, args.backend, args.race_check, args.speed, checkpoint, baselines)
+        print(json.dumps(row))
         return 0
     names = args.benchmarks or list(benchmarks(root))
     unknown = sorted(set(names) - set(benchmarks(root)))
@@ -292,7 +312,7 @@ def main(argv=None) -> int:
         parser.error(f"no DaCe benchmark named {', '.join(unknown)} in {root}")
     if args.jobs > 1:
         t0 = time.perf_counter()
-        kwargs = dict(race_check=args.race_check, speed=args.speed)
+        kwargs = dict(race_check=args.race_check, speed=args.speed, baselines=baselines)
         kwargs.update(progress=lambda line: print(line, flush=True))
         prepare_all(root, names, args.preset, args.backend, args.timeout, args.jobs, **kwargs)
         print(f"prepared {len(names)} benchmarks in {time.perf_counter() - t0:.1f} s ({args.jobs} jobs)", flush=True)
@@ -313,6 +333,7 @@ def main(argv=None) -> int:
         into=results,
         race_check=args.race_check,
         speed=args.speed,
+        baselines=baselines,
     )
     print(summary(results))
     print(reference_summary(results))

@@ -25,6 +25,8 @@ import numpy as np
 from npbench_runs.results import cache_dir
 
 CLASSES = ("validated", "wrong", "race", "refused", "frontend", "build", "run", "crash", "timeout")
+#: What ``--speed`` times beside ours: NPBench's CuPy implementation and upstream DaCe on the GPU.
+BASELINES = ("cupy", "dace_gpu")
 
 
 def benchmarks(root: Path) -> dict[str, dict]:
@@ -140,10 +142,18 @@ def reference(root: Path, name: str, info: dict, preset: str) -> tuple[dict, lis
 
 
 def run_one(
-    root: Path, name: str, preset: str, backend: str, race_check: bool = False, speed: int = 0, checkpoint=None
+    root: Path,
+    name: str,
+    preset: str,
+    backend: str,
+    race_check: bool = False,
+    speed: int = 0,
+    checkpoint=None,
+    baselines: tuple[str, ...] = BASELINES,
 ) -> dict:
     """Classifies one benchmark in this process (see the module doc); with ``speed`` (a number of timed calls)
-    and a validated program on the GPU, adds the ``speed`` row (:func:`measure_speed`). ``checkpoint(row)`` is
+    and a validated program on the GPU, adds the ``speed`` row (:func:`measure_speed`, beside ``baselines``, some
+    of :data:`BASELINES`). ``checkpoint(row)`` is
     given the row as it stands once the program is validated and after each framework is timed, so that a process
     stopped while a slow baseline is timed still tells its class and the times taken so far."""
     import dace_cpufree
@@ -186,7 +196,9 @@ def run_one(
             report["speed"] = {"repeats": speed}
             note = (lambda: checkpoint(report)) if checkpoint else (lambda: None)
             note()
-            measure_speed(root, info, program, run, data, params, ref, speed, into=report["speed"], checkpoint=note)
+            measure_speed(
+                root, info, program, run, data, params, ref, speed, report["speed"], note, baselines=baselines
+            )
         return report
     outputs = ["return"] * (len(ref) - len(info.get("output_args", []))) + list(info.get("output_args", []))
     detail = ", ".join(f"{o}: {e:.3g}" for o, e in zip(outputs, errors))
@@ -194,11 +206,22 @@ def run_one(
 
 
 def measure_speed(
-    root: Path, info: dict, program, run, data: dict, params: dict, ref, repeats: int, into=None, checkpoint=None
+    root: Path,
+    info: dict,
+    program,
+    run,
+    data: dict,
+    params: dict,
+    ref,
+    repeats: int,
+    into=None,
+    checkpoint=None,
+    baselines: tuple[str, ...] = BASELINES,
 ):
-    """Milliseconds per call (median) of ours, NPBench's CuPy implementation and upstream DaCe on the GPU, in this
-    process, on the same device inputs; a baseline that fails or gives a different result has a reason instead.
-    The row is ``into`` (a new dict by default); ``checkpoint()`` is called after each framework's entry."""
+    """Milliseconds per call (median) of ours and of ``baselines`` (NPBench's CuPy implementation, upstream DaCe on
+    the GPU) in this process, on the same device inputs; a baseline that fails or gives a different result has a
+    reason instead, one not asked for says so. The row is ``into`` (a new dict by default); ``checkpoint()`` is called
+    after each framework's entry."""
     import cupy as cp
 
     def on_device(values: dict) -> dict:
@@ -240,16 +263,21 @@ def measure_speed(
     accepted = set(run.sdfg.arg_names) | {str(s) for s in run.sdfg.symbols}
     row = {} if into is None else into
     row["repeats"] = repeats
+    for key in set(BASELINES) - set(baselines):
+        row[f"{key}_ms"], row[f"{key}_error"] = None, "not asked for (--baselines)"
     checkpoint = checkpoint or (lambda: None)
     ours_sizes = {k: v for k, v in sizes.items() if k in accepted}
     row["ours_ms"], row["ours_error"] = timed(lambda args: run(**args, **ours_sizes))
     checkpoint()
-    try:
-        cupy_impl = getattr(_module(root, info, "_cupy"), info["func_name"])
-        row["cupy_ms"], row["cupy_error"] = timed(lambda args: cupy_impl(*[args[k] for k in info["input_args"]]))
-    except Exception as err:  # no CuPy implementation in this checkout
-        row["cupy_ms"], row["cupy_error"] = None, _first_line(err)
-    checkpoint()
+    if "cupy" in baselines:
+        try:
+            cupy_impl = getattr(_module(root, info, "_cupy"), info["func_name"])
+            row["cupy_ms"], row["cupy_error"] = timed(lambda args: cupy_impl(*[args[k] for k in info["input_args"]]))
+        except Exception as err:  # no CuPy implementation in this checkout
+            row["cupy_ms"], row["cupy_error"] = None, _first_line(err)
+        checkpoint()
+    if "dace_gpu" not in baselines:
+        return row
     try:
         from npbench_runs.frameworks import UpstreamDaCeFramework, infer_symbols
 
@@ -310,14 +338,23 @@ def _build_upstream(info: dict, program) -> str:
     return "cached" if built["cached"] else ""
 
 
-def prepare_one(root: Path, name: str, preset: str, backend: str, race_check: bool = False, speed: int = 0) -> dict:
+def prepare_one(
+    root: Path,
+    name: str,
+    preset: str,
+    backend: str,
+    race_check: bool = False,
+    speed: int = 0,
+    baselines: tuple[str, ...] = BASELINES,
+) -> dict:
     """The CPU work of one benchmark ahead of its run, on no GPU: the reference saved (see :func:`reference_path`),
-    our library built into dace-cpufree's build cache and, with ``speed`` on the GPU backend, upstream DaCe's build.
+    our library built into dace-cpufree's build cache and, with ``speed`` on the GPU backend and upstream DaCe among
+    the ``baselines``, upstream DaCe's build.
     Errors are only noted: the serial run meets them again and classifies them."""
     info = benchmarks(root)[name]
     steps = [_step("reference", lambda: save_reference_once(root, name, info, preset))]
     steps.append(_step("ours", lambda: _build_ours(root, info, backend, race_check)))
     ours_built = not steps[-1][2].startswith("failed")
-    if speed and backend == "cuda" and ours_built:
+    if speed and backend == "cuda" and ours_built and "dace_gpu" in baselines:
         steps.append(_step("upstream DaCe", lambda: _build_upstream(info, _program(root, info))))
     return {"name": name, "steps": steps}

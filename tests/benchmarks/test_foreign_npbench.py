@@ -158,6 +158,23 @@ def test_jobs_prepare_first_then_classify_as_one_at_a_time(fake_tree, reference_
     assert "references: 2 from the cache" in printed
 
 
+def test_speed_times_only_the_baselines_asked_for(fake_tree, capsys):
+    """``--baselines`` chooses what ``--speed`` times beside ours (none: ours alone); the benchmark processes are
+    told so, a baseline not asked for says so in the row, and the option is refused without ``--speed``."""
+    root = Path(fake_tree)
+    base = foreign._command(root, "good", "S", "cuda", False, 5)
+    assert "--baselines" not in base  # both, the default
+    assert foreign._command(root, "good", "S", "cuda", False, 5, ("cupy",))[len(base) :] == ["--baselines", "cupy"]
+    assert foreign._command(root, "good", "S", "cuda", False, 5, ())[len(base) :] == ["--baselines"]
+    assert "--baselines" not in foreign._command(root, "good", "S", "emulate", False, 0, ("cupy",))
+    line = foreign.speed_line({"ours_ms": 1.0, "cupy_ms": 2.0, "dace_gpu_ms": None,
+                               "dace_gpu_error": "not asked for (--baselines)"})  # fmt: skip
+    assert line == "ours 1 ms | cupy 2 ms (2.00x) | dace_gpu: not asked for (--baselines)"
+    with pytest.raises(SystemExit):
+        foreign.main(["--npbench", str(root), "--baselines", "cupy"])
+    assert "use it with --speed" in capsys.readouterr().err
+
+
 def test_a_process_stopped_after_it_validated_keeps_its_class_and_the_times_it_took(tmp_path):
     """With ``--speed`` a benchmark's process prints its row once the program validates and again after each
     framework is timed. Stopped at the time limit while a slow baseline runs, it answers with the last row: the

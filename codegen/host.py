@@ -97,85 +97,94 @@ extern "C" int cpufree_memcpy(void *dst, const void *src, size_t n, int to_devic
 }}
 
 extern "C" int cpufree_run({params}) {{
+    // Every local of the launcher is cpufree_-prefixed: its scope also holds the program's arguments and workspace
+    // arrays under the program's own names.
     // Device facts and the occupancy answer are queried on the first call (and again after
     // cpufree_configure or on another device), not on every call: they cost tens of microseconds.
-    int dev = 0;
-    CPUFREE_CHECK(cudaGetDevice(&dev));
+    int cpufree_dev = 0;
+    CPUFREE_CHECK(cudaGetDevice(&cpufree_dev));
     // What the kernel's library calls need of the launch (a matrix product: the block size its tile is built
     // for, the shared memory of its pipeline), 0 where nothing.
-    const int need_block = (int)({need_block});
-    const size_t dynamic_shared = (size_t)({dynamic_shared});
-    auto *kfn = {kernel};
-    if (cpufree_state.cached_device != dev || cpufree_state.cached_for != cpufree_state.block) {{
-        int coop = 0, sms = 0, block = cpufree_state.block, per_sm = 0;
-        CPUFREE_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
-        if (!coop)
-            return cpufree_fail("device %d does not support cooperative launch (persistent kernels need it)", dev);
-        CPUFREE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        if (dynamic_shared > 0)  // above 48 KiB a kernel must opt in; below, the call changes nothing
-            CPUFREE_CHECK(cudaFuncSetAttribute((const void *)kfn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               (int)dynamic_shared));
-        if (block <= 0 && need_block > 0) block = need_block;
-        if (block <= 0) {{
-            int min_grid = 0;
-            CPUFREE_CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, kfn, dynamic_shared, 0));
+    const int cpufree_need_block = (int)({need_block});
+    const size_t cpufree_dynamic_shared = (size_t)({dynamic_shared});
+    auto *cpufree_kfn = {kernel};
+    if (cpufree_state.cached_device != cpufree_dev || cpufree_state.cached_for != cpufree_state.block) {{
+        int cpufree_coop = 0, cpufree_sms = 0, cpufree_block = cpufree_state.block, cpufree_per_sm = 0;
+        CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_coop, cudaDevAttrCooperativeLaunch, cpufree_dev));
+        if (!cpufree_coop)
+            return cpufree_fail("device %d does not support cooperative launch (persistent kernels need it)",
+                                cpufree_dev);
+        CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_sms, cudaDevAttrMultiProcessorCount, cpufree_dev));
+        if (cpufree_dynamic_shared > 0)  // above 48 KiB a kernel must opt in; below, the call changes nothing
+            CPUFREE_CHECK(cudaFuncSetAttribute((const void *)cpufree_kfn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)cpufree_dynamic_shared));
+        if (cpufree_block <= 0 && cpufree_need_block > 0) cpufree_block = cpufree_need_block;
+        if (cpufree_block <= 0) {{
+            int cpufree_min_grid = 0;
+            CPUFREE_CHECK(cudaOccupancyMaxPotentialBlockSize(&cpufree_min_grid, &cpufree_block, cpufree_kfn,
+                                                             cpufree_dynamic_shared, 0));
         }}
-        int warp = 1;
-        CPUFREE_CHECK(cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev));
-        block = block < warp ? warp : block - block % warp;  // whole warps: warp reductions shuffle full warps
+        int cpufree_warp = 1;
+        CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_warp, cudaDevAttrWarpSize, cpufree_dev));
+        // whole warps: warp reductions shuffle full warps
+        cpufree_block = cpufree_block < cpufree_warp ? cpufree_warp : cpufree_block - cpufree_block % cpufree_warp;
         if (cpufree_state.block <= 0)  // a power of two, so that every power-of-two tile up to it divides it
-            while (block & (block - 1)) block &= block - 1;
-        CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kfn, block, dynamic_shared));
-        if (per_sm < 1)
+            while (cpufree_block & (cpufree_block - 1)) cpufree_block &= cpufree_block - 1;
+        CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cpufree_per_sm, cpufree_kfn, cpufree_block,
+                                                                    cpufree_dynamic_shared));
+        if (cpufree_per_sm < 1)
             return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "
                                 "multiprocessor (registers or shared memory). Fix: configure a smaller block size.",
-                                block);
+                                cpufree_block);
 {bounded}        if (!cpufree_state.events) {{
             CPUFREE_CHECK(cudaEventCreate(&cpufree_state.start));
             CPUFREE_CHECK(cudaEventCreate(&cpufree_state.stop));
             cpufree_state.events = true;
         }}
-        cpufree_state.sms = sms;
-        cpufree_state.warp = warp;
-        cpufree_state.block_chosen = block;
-        cpufree_state.per_sm = per_sm;
-        cpufree_state.cached_device = dev;
+        cpufree_state.sms = cpufree_sms;
+        cpufree_state.warp = cpufree_warp;
+        cpufree_state.block_chosen = cpufree_block;
+        cpufree_state.per_sm = cpufree_per_sm;
+        cpufree_state.cached_device = cpufree_dev;
         cpufree_state.cached_for = cpufree_state.block;
     }}
-    const int sms = cpufree_state.sms, block = cpufree_state.block_chosen;
-    int per_sm = cpufree_state.per_sm;{choose}
-    const int warp = cpufree_state.warp;  // the grid-size expressions of warp-per-output steps use it
-    (void)warp;
-    long long grid = (long long)per_sm * sms;
-    const long long work = {work};
-    if (work > 0) grid = grid < (work + block - 1) / block ? grid : (work + block - 1) / block;
-    if (cpufree_state.max_blocks > 0 && grid > cpufree_state.max_blocks) grid = cpufree_state.max_blocks;
-    if (grid < 1) grid = 1;
+    const int cpufree_sms = cpufree_state.sms, cpufree_block = cpufree_state.block_chosen;
+    int cpufree_per_sm = cpufree_state.per_sm;{choose}
+    const int cpufree_warp = cpufree_state.warp;  // the grid-size expressions of warp-per-output steps use it
+    (void)cpufree_warp;
+    long long cpufree_grid = (long long)cpufree_per_sm * cpufree_sms;
+    const long long cpufree_work = {work};
+    if (cpufree_work > 0 && cpufree_grid > (cpufree_work + cpufree_block - 1) / cpufree_block)
+        cpufree_grid = (cpufree_work + cpufree_block - 1) / cpufree_block;
+    if (cpufree_state.max_blocks > 0 && cpufree_grid > cpufree_state.max_blocks)
+        cpufree_grid = cpufree_state.max_blocks;
+    if (cpufree_grid < 1) cpufree_grid = 1;
 
-    size_t need = 0;
+    size_t cpufree_need = 0;
 {workspace_size}
-    if (need > cpufree_state.workspace_size) {{
+    if (cpufree_need > cpufree_state.workspace_size) {{
         if (cpufree_state.workspace) CPUFREE_CHECK(CPUFREE_WORKSPACE_FREE(cpufree_state.workspace));
         cpufree_state.workspace = nullptr;
-        CPUFREE_CHECK(CPUFREE_WORKSPACE_MALLOC(&cpufree_state.workspace, need));
-        cpufree_state.workspace_size = need;
+        CPUFREE_CHECK(CPUFREE_WORKSPACE_MALLOC(&cpufree_state.workspace, cpufree_need));
+        cpufree_state.workspace_size = cpufree_need;
     }}
-    char *ws = static_cast<char *>(cpufree_state.workspace);
-    (void)ws;
+    char *cpufree_ws = static_cast<char *>(cpufree_state.workspace);
+    (void)cpufree_ws;
 {workspace_bind}
-    void *args[] = {{{args}}};
+    void *cpufree_args[] = {{{args}}};
     CPUFREE_CHECK(CPUFREE_BEFORE_LAUNCH(cpufree_state.workspace, cpufree_state.workspace_size));
-    cudaEvent_t start = cpufree_state.start, stop = cpufree_state.stop;
-    CPUFREE_CHECK(cudaEventRecord(start, 0));
+    cudaEvent_t cpufree_start = cpufree_state.start, cpufree_stop = cpufree_state.stop;
+    CPUFREE_CHECK(cudaEventRecord(cpufree_start, 0));
     CPUFREE_CHECK(
-        CPUFREE_LAUNCH_COOPERATIVE(kfn, dim3((unsigned)grid), dim3((unsigned)block), args, dynamic_shared, 0));
-    CPUFREE_CHECK(cudaEventRecord(stop, 0));
-    CPUFREE_CHECK(cudaEventSynchronize(stop));
+        CPUFREE_LAUNCH_COOPERATIVE(cpufree_kfn, dim3((unsigned)cpufree_grid), dim3((unsigned)cpufree_block),
+                                   cpufree_args, cpufree_dynamic_shared, 0));
+    CPUFREE_CHECK(cudaEventRecord(cpufree_stop, 0));
+    CPUFREE_CHECK(cudaEventSynchronize(cpufree_stop));
     CPUFREE_CHECK(CPUFREE_AFTER_LAUNCH());
     CPUFREE_CHECK(cudaGetLastError());
-    CPUFREE_CHECK(cudaEventElapsedTime(&cpufree_state.elapsed_ms, start, stop));
-    cpufree_state.grid_used = (int)grid;
-    cpufree_state.block_used = block;
+    CPUFREE_CHECK(cudaEventElapsedTime(&cpufree_state.elapsed_ms, cpufree_start, cpufree_stop));
+    cpufree_state.grid_used = (int)cpufree_grid;
+    cpufree_state.block_used = cpufree_block;
     return 0;
 }}
 """
@@ -188,8 +197,9 @@ def workspace_code(args) -> tuple[str, str]:
         if a.kind != "workspace":
             continue
         nbytes = f"(size_t)({a.size if a.size is not None else cexpr(a.desc.total_size)}) * sizeof({a.ctype})"
-        size.append(f"    const size_t off_{a.name} = need;\n    need += cpufree_align({nbytes});")
-        bind.append(f"    {a.ctype} *{a.name} = reinterpret_cast<{a.ctype} *>(ws + off_{a.name});")
+        size.append(f"    const size_t cpufree_off_{a.name} = cpufree_need;")
+        size.append(f"    cpufree_need += cpufree_align({nbytes});")
+        bind.append(f"    {a.ctype} *{a.name} = reinterpret_cast<{a.ctype} *>(cpufree_ws + cpufree_off_{a.name});")
     return "\n".join(size), "\n".join(bind)
 
 
@@ -290,29 +300,38 @@ __global__ void __launch_bounds__(cpufree::bound_threads({need}), 3)
 """
 BOUNDED_BUILD = """\
         cpufree_state.per_sm_bounded = 0;
-        if (need_block > 0 && block == need_block) {{
-            cudaFuncAttributes bounded;
-            auto *three = {kernel}_bounded;
-            CPUFREE_CHECK(cudaFuncGetAttributes(&bounded, (const void *)three));
+        cpufree_state.bounded_spills = false;
+        if (cpufree_need_block > 0 && cpufree_block == cpufree_need_block) {{
+            cudaFuncAttributes cpufree_bounded;
+            auto *cpufree_three = {kernel}_bounded;
+            CPUFREE_CHECK(cudaFuncGetAttributes(&cpufree_bounded, (const void *)cpufree_three));
             constexpr size_t kBoundedSpillBytes = 256;  // local memory a thread of the bounded build may use
-            cpufree_state.bounded_spills = bounded.localSizeBytes > 0;
-            if (bounded.localSizeBytes <= kBoundedSpillBytes) {{
-                if (dynamic_shared > 0)
-                    CPUFREE_CHECK(cudaFuncSetAttribute((const void *)three, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       (int)dynamic_shared));
-                int &per_sm3 = cpufree_state.per_sm_bounded;
-                CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm3, three, block, dynamic_shared));
+            cpufree_state.bounded_spills = cpufree_bounded.localSizeBytes > 0;
+            if (cpufree_bounded.localSizeBytes <= kBoundedSpillBytes) {{
+                if (cpufree_dynamic_shared > 0)
+                    CPUFREE_CHECK(cudaFuncSetAttribute((const void *)cpufree_three,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       (int)cpufree_dynamic_shared));
+                int &cpufree_per_sm3 = cpufree_state.per_sm_bounded;
+                CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cpufree_per_sm3, cpufree_three,
+                                                                            cpufree_block, cpufree_dynamic_shared));
             }}
         }}
 """
 CHOOSE_BUILD = """
-    const bool room = cpufree_state.max_blocks <= 0 || cpufree_state.max_blocks > per_sm * sms;  // a capped grid
-    const long long tiles = (long long)({tiles}), per_sm3 = cpufree_state.per_sm_bounded;
-    const long long bounded_grid = per_sm3 * sms, unbounded_grid = (long long)per_sm * sms;
-    const bool third_block_pays = cpufree_state.bounded_spills ? tiles <= bounded_grid : tiles > unbounded_grid;
-    if (room && per_sm3 > per_sm && tiles > (long long)sms && third_block_pays) {{
-        kfn = {kernel}_bounded;
-        per_sm = cpufree_state.per_sm_bounded;
+    const bool cpufree_room =  // a capped grid
+        cpufree_state.max_blocks <= 0 || cpufree_state.max_blocks > cpufree_per_sm * cpufree_sms;
+    const long long cpufree_tiles = (long long)({tiles}), cpufree_per_sm3 = cpufree_state.per_sm_bounded;
+    long long cpufree_bounded_grid = cpufree_per_sm3 * cpufree_sms;  // a capped grid holds fewer tiles in one wave
+    if (cpufree_state.max_blocks > 0 && cpufree_state.max_blocks < cpufree_bounded_grid)
+        cpufree_bounded_grid = cpufree_state.max_blocks;
+    const bool cpufree_third_block_pays = cpufree_state.bounded_spills
+                                              ? cpufree_tiles <= cpufree_bounded_grid
+                                              : cpufree_tiles > (long long)cpufree_per_sm * cpufree_sms;
+    if (cpufree_room && cpufree_per_sm3 > cpufree_per_sm && cpufree_tiles > (long long)cpufree_sms &&
+        cpufree_third_block_pays) {{
+        cpufree_kfn = {kernel}_bounded;
+        cpufree_per_sm = cpufree_state.per_sm_bounded;
     }}"""
 
 

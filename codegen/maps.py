@@ -105,7 +105,7 @@ def map_item(ctx: KernelContext, state: SDFGState, entry: nodes.MapEntry) -> Ite
         code = register_reduction(ctx, state, entry, outputs, par, red, local, per_warp)
         work = _work(ctx, [ranges[params.index(p)] for p in par])
         if per_warp:
-            work = None if work is None else f"({work}) * warp"
+            work = None if work is None else f"({work}) * cpufree_warp"
             strategy = f"a warp per output {dims(par)}, lanes over {dims(red)}, shuffle reduction"
         else:
             strategy = f"a thread per output {dims(par)}, register reduction over {dims(red)}"
@@ -324,7 +324,7 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local,
             "ranges over the tiles, combined by atomic adds where split"
         )
         outer_work = _work(ctx, [rng[p] for p in par])
-        work = None if outer_work is None else f"({outer_work}) * warp"
+        work = None if outer_work is None else f"({outer_work}) * cpufree_warp"
         return code, work, strategy, None, Form.TILE_COLUMNS, 1024
     elif len(space) >= 2 and contiguous in space:
         row = None

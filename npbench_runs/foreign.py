@@ -269,8 +269,8 @@ def main(argv=None) -> int:
         default=1,
         metavar="N",
         help="N > 1: first do every benchmark's CPU work in N processes side by side (NumPy references saved in the "
-        "harness's cache, our library and, with --speed, upstream DaCe built), then run, validate and time them one "
-        "at a time as with 1 (default 1: one at a time only)",
+        "harness's cache, our library and, with --speed and dace_gpu among --baselines, upstream DaCe built), then "
+        "run, validate and time them one at a time as with 1 (default 1: one at a time only)",
     )
     parser.add_argument("--table", nargs="+", metavar="JSON", help="print the speed table of these result files")
     parser.add_argument("--one", help=argparse.SUPPRESS)

@@ -143,7 +143,9 @@ def run(
         a, b, fields = dace_mpi.run(program, A, B, steps, repeat, device)
         slope_ms = dace_mpi.run(program, A, B, slope_steps, repeat, device)[2]["call_ms"] if slope_steps else None
         fields = _per_step(fields, steps, fields["call_ms"], slope_steps, slope_ms)
-    report = {"framework": framework, "program": program, "gpus": size, "n": n, "nx": nx or n, **middle}
+    report = {"framework": framework, "program": program, "gpus": size, "n": n, "nx": nx or n}
+    if program == "jacobi_3d_grid":
+        report["ny"] = ny or n
     report["local_shape"] = list(A.shape)
     report.update(steps=steps, **fields)
     tiles = _gather_tiles(_comm(), rank, size, a, b)

@@ -133,8 +133,9 @@ def run_one(
     args += ["--slope-steps", str(slope_steps)] if slope_steps else []
     proc, report = mpirun_job(gpus, args, timeout)
     if proc.returncode not in (0, 1) or report is None:
-        return {"framework": framework, "program": program, "form": form, "gpus": gpus, "n": n,
-                "error": f"rc={proc.returncode}", "stderr": proc.stderr[-2000:]}  # fmt: skip
+        failed = {"framework": framework, "program": program, "form": form, "gpus": gpus, "n": n, "nx": nx or n}
+        failed.update({"ny": ny} if ny else {})
+        return {**failed, "error": f"rc={proc.returncode}", "stderr": proc.stderr[-2000:]}
     return report
 
 
@@ -197,11 +198,9 @@ def prebuild_programs(todo: list[tuple], jobs: int) -> list[str]:
 def prebuild_all(configs, forms, jobs: int) -> list[str]:
     """Our program of every configuration, sizes compiled in (:func:`prebuild_programs`). Returns the errors."""
     from . import PROGRAMS
-    from .run import compile_symbols
+    from .run import compile_symbols, domain_extents
 
     todo = []
-    from .run import domain_extents
-
     unique = {(p, f, g, n, nx, ny) for p, _, g, n, nx, ny in configs for f in forms}
     for program, form, gpus, n, nx, ny in sorted(unique, key=str):
         module = PROGRAMS[program]

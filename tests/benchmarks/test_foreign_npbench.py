@@ -173,6 +173,20 @@ def test_speed_times_only_the_baselines_asked_for(fake_tree, capsys):
     with pytest.raises(SystemExit):
         foreign.main(["--npbench", str(root), "--baselines", "cupy"])
     assert "use it with --speed" in capsys.readouterr().err
+    assert programs._not_asked(("cupy",)) == {"dace_gpu_ms": None, "dace_gpu_error": "not asked for (--baselines)"}
+    assert programs._not_asked(programs.BASELINES) == {}
+
+
+def test_preparing_without_upstream_dace_among_the_baselines_skips_its_build(fake_tree, monkeypatch):
+    built = []
+    monkeypatch.setattr(programs, "save_reference_once", lambda *a: "cached")
+    monkeypatch.setattr(programs, "_build_ours", lambda *a: built.append("ours") or "")
+    monkeypatch.setattr(programs, "_build_upstream", lambda *a: built.append("upstream") or "")
+    root = Path(fake_tree)
+    steps = programs.prepare_one(root, "good", "S", "cuda", speed=5, baselines=("cupy",))["steps"]
+    assert [s[0] for s in steps] == ["reference", "ours"] and built == ["ours"]
+    steps = programs.prepare_one(root, "good", "S", "cuda", speed=5)["steps"]
+    assert [s[0] for s in steps] == ["reference", "ours", "upstream DaCe"] and built == ["ours", "ours", "upstream"]
 
 
 def test_a_process_stopped_after_it_validated_keeps_its_class_and_the_times_it_took(tmp_path):

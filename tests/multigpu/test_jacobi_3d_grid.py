@@ -344,6 +344,8 @@ def test_distributed_grid_stencil_matches_numpy(form, gpus):
     assert report["valid"] and report["max_abs_error"] <= 1e-12, report
 
 
+@pytest.mark.multigpu
+@pytest.mark.nvshmem
 @pytest.mark.parametrize("form", FORMS)
 def test_distributed_grid_stencil_on_a_domain_whose_trailing_axes_differ(form):
     """4 GPUs (2x2x1) on a 26 x 34 x 18 domain: the middle axis split in two, the last one not."""
@@ -359,7 +361,7 @@ def test_distributed_grid_stencil_on_a_domain_whose_trailing_axes_differ(form):
     assert report["valid"] and report["max_abs_error"] <= 1e-12, report
 
 
-def test_weak_scaling_keeps_the_one_gpu_block_on_every_process_grid():
+def test_weak_scaling_keeps_the_one_gpu_block_on_every_process_grid(capsys):
     """Every PE keeps the 1-GPU block: on 4 GPUs (2x2x1) the global domain is NX x NY x N with NY != N; the blocks
     cover it once; sizes the grid does not divide are refused; --ny is jacobi_3d_grid's alone."""
     from npbench_runs.multigpu import run
@@ -390,6 +392,7 @@ def test_weak_scaling_keeps_the_one_gpu_block_on_every_process_grid():
         run.domain_extents("jacobi_2d", 66)
     with pytest.raises(SystemExit):
         run.main(["--program", "jacobi_3d", "--ny", "66"])
+    assert "--ny: jacobi_3d has no middle extent" in capsys.readouterr().err
 
 
 def test_registered_with_the_runners():

@@ -113,9 +113,10 @@ def test_kernels_with_products_are_built_twice_and_the_launcher_counts_their_til
     assert call.tile_symbols == {"M", "N"}
     # the launcher's choice: more tiles than multiprocessors, and more than the unbounded grid's blocks (a bounded
     # build without spills) or no more than one wave of the bounded grid (one that spills a little)
-    assert f"const long long tiles = (long long)({call.tiles})" in source.code
-    assert "tiles > (long long)sms && third_block_pays" in source.code
-    assert "cpufree_state.bounded_spills ? tiles <= bounded_grid : tiles > unbounded_grid" in source.code
+    assert f"const long long cpufree_tiles = (long long)({call.tiles})" in source.code
+    assert "cpufree_tiles > (long long)cpufree_sms &&\n        cpufree_third_block_pays" in source.code
+    assert "? cpufree_tiles <= cpufree_bounded_grid\n" in source.code
+    assert ": cpufree_tiles > (long long)cpufree_per_sm * cpufree_sms;" in source.code
     plain = dace_cpufree.kernel_source(KERNELS["go_fast"].program)
     assert f"{plain.kernel}_bounded" not in plain.code and f"{plain.kernel}_body" not in plain.code
 
@@ -170,6 +171,24 @@ def test_products_on_slices_inside_a_map_are_refused_with_the_fix():
     is generated, with the batched form as the fix."""
     with pytest.raises(NotPersistableError, match=r"inside a map.*C\[:\] = A @ B"):
         dace_cpufree.kernel_source(per_row)
+
+
+@dace.program
+def named_like_launcher_locals(grid: dace.float64[M, K], B: dace.float64[K, N], C: dace.float64[M, N]):
+    tiles = grid @ B
+    for block in range(2):
+        tiles[:] = tiles * (0.5 + block)
+    C[:] = tiles + C
+
+
+def test_program_names_do_not_clash_with_the_launchers_own():
+    """The host launcher declares its locals in the scope of the program's arguments and workspace arrays, which
+    keep the program's names (``grid``, ``tiles``): each of its own is cpufree_-prefixed, so the program builds."""
+    rng = np.random.default_rng(3)
+    grid, B, C = rng.standard_normal((7, 5)), rng.standard_normal((5, 6)), rng.standard_normal((7, 6))
+    want = 0.75 * (grid @ B) + C
+    dace_cpufree.compile(named_like_launcher_locals, backend="emulate")(grid, B, C)
+    np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("program", [product, transposed, chain], ids=lambda p: p.name)

@@ -165,7 +165,7 @@ def test_launcher_initialises_shmem_and_launches_collectively(backend):
     assert "#include <cpufree/runtime.cuh>\n#include <cpufree/shmem.cuh>" in code
     for entry in ("cpufree_shmem_init", "cpufree_shmem_finalize", "cpufree_shmem_malloc", "cpufree_shmem_my_pe"):
         assert f"{entry}(" in code
-    assert "CPUFREE_WORKSPACE_MALLOC(&cpufree_state.workspace, need)" in code
+    assert "CPUFREE_WORKSPACE_MALLOC(&cpufree_state.workspace, cpufree_need)" in code
     assert "CPUFREE_BEFORE_LAUNCH(" in code and "CPUFREE_AFTER_LAUNCH()" in code
     assert ("hipMemcpy(dst, src, n, hipMemcpyDefault)" in code) == (backend == "hip")  # the dialect's renaming
 

@@ -193,9 +193,8 @@ def run_one(
     if errors is None:
         report.update({"class": "validated", "reason": ""})
         if speed and backend == "cuda":
-            report["speed"] = {"repeats": speed, **_not_asked(baselines)}  # printed before anything is timed
+            report["speed"] = {}
             note = (lambda: checkpoint(report)) if checkpoint else (lambda: None)
-            note()
             measure_speed(
                 root, info, program, run, data, params, ref, speed, report["speed"], note, baselines=baselines
             )
@@ -221,7 +220,12 @@ def measure_speed(
     """Milliseconds per call (median) of ours and of ``baselines`` (NPBench's CuPy implementation, upstream DaCe on
     the GPU) in this process, on the same device inputs; a baseline that fails or gives a different result has a
     reason instead, one not asked for says so. The row is ``into`` (a new dict by default); ``checkpoint()`` is called
-    after each framework's entry."""
+    before anything is timed and after each framework's entry."""
+    row = {} if into is None else into
+    row["repeats"] = repeats
+    row.update(_not_asked(baselines))
+    checkpoint = checkpoint or (lambda: None)
+    checkpoint()
     import cupy as cp
 
     def on_device(values: dict) -> dict:
@@ -261,10 +265,6 @@ def measure_speed(
 
     sizes = {k: v for k, v in params.items() if k not in inputs}
     accepted = set(run.sdfg.arg_names) | {str(s) for s in run.sdfg.symbols}
-    row = {} if into is None else into
-    row["repeats"] = repeats
-    row.update(_not_asked(baselines))
-    checkpoint = checkpoint or (lambda: None)
     ours_sizes = {k: v for k, v in sizes.items() if k in accepted}
     row["ours_ms"], row["ours_error"] = timed(lambda args: run(**args, **ours_sizes))
     checkpoint()

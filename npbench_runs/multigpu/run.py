@@ -143,9 +143,7 @@ def run(
         a, b, fields = dace_mpi.run(program, A, B, steps, repeat, device)
         slope_ms = dace_mpi.run(program, A, B, slope_steps, repeat, device)[2]["call_ms"] if slope_steps else None
         fields = _per_step(fields, steps, fields["call_ms"], slope_steps, slope_ms)
-    report = {"framework": framework, "program": program, "gpus": size, "n": n, "nx": nx or n}
-    if program == "jacobi_3d_grid":
-        report["ny"] = ny or n
+    report = {"framework": framework, "program": program, "gpus": size, **domain_fields(program, n, nx, ny)}
     report["local_shape"] = list(A.shape)
     report.update(steps=steps, **fields)
     tiles = _gather_tiles(_comm(), rank, size, a, b)
@@ -219,6 +217,11 @@ def domain_extents(program: str, ny: int | None) -> dict:
     if program != "jacobi_3d_grid":
         raise ValueError(f"--ny: {program} has no middle extent of its own; only jacobi_3d_grid's NX x NY x N domain.")
     return {"ny": ny}
+
+
+def domain_fields(program: str, n: int, nx: int | None, ny: int | None) -> dict:
+    """A report's global domain, defaults filled in: ``n``, ``nx`` and, for jacobi_3d_grid, ``ny``."""
+    return {"n": n, "nx": nx or n, **({"ny": ny or n} if program == "jacobi_3d_grid" else {})}
 
 
 def main(argv=None) -> int:

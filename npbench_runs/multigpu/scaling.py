@@ -133,9 +133,11 @@ def run_one(
     args += ["--slope-steps", str(slope_steps)] if slope_steps else []
     proc, report = mpirun_job(gpus, args, timeout)
     if proc.returncode not in (0, 1) or report is None:
-        failed = {"framework": framework, "program": program, "form": form, "gpus": gpus, "n": n, "nx": nx or n}
-        failed.update({"ny": ny} if ny else {})
-        return {**failed, "error": f"rc={proc.returncode}", "stderr": proc.stderr[-2000:]}
+        from .run import domain_fields
+
+        failed = {"framework": framework, "program": program, "form": form, "gpus": gpus}
+        return {**failed, **domain_fields(program, n, nx, ny), "error": f"rc={proc.returncode}",
+                "stderr": proc.stderr[-2000:]}  # fmt: skip
     return report
 
 

@@ -41,6 +41,15 @@ def benchmarks(root: Path) -> dict[str, dict]:
 
 
 def _module(root: Path, info: dict, suffix: str):
+    """NPBench's module of one benchmark (``suffix``: ``""``, ``"_numpy"``, ``"_dace"``). A process imports the
+    ``npbench`` package of one tree: asked for another's, it stops with both named instead of failing to find a
+    module in the first tree."""
+    imported = sys.modules.get("npbench")
+    if imported is not None and Path(root, "npbench").resolve() not in (Path(p).resolve() for p in imported.__path__):
+        raise RuntimeError(
+            f"npbench is already imported from {list(imported.__path__)} in this process, not from {root}: one process "
+            "runs one NPBench tree's benchmarks (start another process for the other tree)"
+        )
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     dotted = "npbench.benchmarks." + info["relative_path"].replace("/", ".") + "." + info["module_name"] + suffix

@@ -101,18 +101,33 @@ def _npbench_modules() -> dict:
 
 
 @pytest.fixture
-def reference_cache(tmp_path, monkeypatch):
-    """A cache of its own; the fake tree's ``npbench`` package imported in this process, with no other one imported
-    or on the path before it and forgotten afterwards (a process imports one tree's)."""
-    monkeypatch.setenv("NPBENCH_RUNS_CACHE", str(tmp_path / "cache"))
+def npbench_imports(monkeypatch):
+    """A test's own ``npbench`` package: none imported or on the path before it, the one it imports forgotten
+    afterwards (a process imports one tree's, see ``foreign_programs._module``)."""
     monkeypatch.setattr(sys, "path", [p for p in sys.path if not Path(p or ".", "npbench", "__init__.py").exists()])
     before = _npbench_modules()
     for name in before:
         del sys.modules[name]
-    yield tmp_path / "cache" / "foreign_references"
+    yield
     for name in _npbench_modules():
         del sys.modules[name]
     sys.modules.update(before)
+
+
+@pytest.fixture
+def reference_cache(tmp_path, monkeypatch, npbench_imports):
+    """A reference cache of its own, with the test's own ``npbench`` import."""
+    monkeypatch.setenv("NPBENCH_RUNS_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "foreign_references"
+
+
+def test_a_second_npbench_tree_in_one_process_is_refused_with_both_named(fake_tree, npbench_imports, tmp_path):
+    info = programs.benchmarks(fake_tree)["good"]
+    assert programs._module(fake_tree, info, "_numpy").__file__.startswith(str(fake_tree))
+    other = tmp_path / "other"
+    _benchmark(other, "good", "B[1:-1]")
+    with pytest.raises(RuntimeError, match=r"npbench is already imported from .* not from .*other"):
+        programs._module(other, programs.benchmarks(other)["good"], "_numpy")
 
 
 def test_the_reference_key_follows_the_preset_its_sizes_and_the_numpy_source(fake_tree, reference_cache):
@@ -177,7 +192,7 @@ def test_speed_times_only_the_baselines_asked_for(fake_tree, capsys):
     assert programs._not_asked(programs.BASELINES) == {}
 
 
-def test_preparing_without_upstream_dace_among_the_baselines_skips_its_build(fake_tree, monkeypatch):
+def test_preparing_without_upstream_dace_among_the_baselines_skips_its_build(fake_tree, npbench_imports, monkeypatch):
     built = []
     monkeypatch.setattr(programs, "save_reference_once", lambda *a: "cached")
     monkeypatch.setattr(programs, "_build_ours", lambda *a: built.append("ours") or "")
@@ -251,7 +266,7 @@ VALIDATE = [
 
 @pytest.mark.skipif(not (NPBENCH / "bench_info").is_dir(), reason=f"no NPBench checkout at {NPBENCH} (NPBENCH_DIR)")
 @pytest.mark.parametrize("name", VALIDATE)
-def test_npbench_program_validates_under_the_race_checker(name):
+def test_npbench_program_validates_under_the_race_checker(name, npbench_imports):
     result = programs.run_one(NPBENCH.resolve(), name, "S", "emulate", race_check=True)
     assert result["class"] == "validated", result
 

@@ -15,6 +15,8 @@ HOST_TEMPLATE = """
 #include <cstdarg>
 #include <initializer_list>
 
+#include <cpufree/launch.h>
+
 // Launcher hooks; the SHMEM runtime (cpufree/shmem.cuh) redefines them for a symmetric workspace.
 #ifndef CPUFREE_WORKSPACE_MALLOC
 #define CPUFREE_WORKSPACE_MALLOC(ptr, n) cudaMalloc(ptr, n)
@@ -34,7 +36,7 @@ struct LauncherState {{
     char error[1024] = {{0}};
     int cached_device = -1, cached_for = 0, sms = 0, warp = 0, block_chosen = 0, per_sm = 0;  // see cpufree_run
     int per_sm_bounded = 0;  // blocks per SM of a kernel's bounded build, 0 where it spills too much (kernel_builds)
-    bool bounded_spills = false;  // that build keeps some values in local memory
+    long long bounded_spill_bytes = 0;  // local memory a thread of that build uses (cpufree/launch.h)
     bool events = false;
     cudaEvent_t start, stop;
 }} cpufree_state;
@@ -273,14 +275,11 @@ extern "C" int cpufree_shmem_copy(void *dst, const void *src, size_t n) {{
 # A kernel with matrix products is built twice: its body is a force-inlined device function, and two kernels run it,
 # one with the registers ptxas chooses (the DMMA tile's kernels get 222-250, two blocks of 128 threads per
 # multiprocessor) and one bounded to three such blocks (``{kernel}_bounded``: 168 registers, what the tile itself
-# needs). The launcher takes the bounded one where the block is the products' size and the largest product has more
-# output tiles than the device has multiprocessors (with fewer, each tile has a multiprocessor to itself in either
-# build, and a third block per multiprocessor only adds blocks to every grid sync), and then
-# - where the device reports it spill-free (``localSizeBytes``): when the tiles are more than the unbounded kernel's
-#   grid has blocks (a third block per multiprocessor runs more of them at once);
-# - where it spills a little (at most ``kBoundedSpillBytes`` a thread): when one wave of its own grid holds every tile.
-#   Spilled values are reloaded in every tile, and over many waves of tiles that lost (k2mm, k3mm at paper); within
-#   one wave the third block won (k2mm, k3mm at S, covariance at paper).
+# needs). The launcher queries the bounded one's local memory and occupancy where the block is the products' size,
+# counts the largest product's output tiles, and leaves the choice to ``cpufree::take_bounded_build``
+# (cpufree/launch.h, where the rule and its reasons are; tests/codegen/test_launch_rule.py runs it on the host): a
+# third block per multiprocessor where there are more tiles than multiprocessors and either the bounded build is
+# spill-free and the tiles outnumber the unbounded grid's blocks, or it spills a little and one wave holds them all.
 # One template for both (``__launch_bounds__(128, MinBlocks)``) made the unbounded one 6-7 % slower (k2mm, mlp at S).
 # Measured on H100s (docs/linear-algebra.md): gemm 0.195 -> 0.155 ms at S, 0.725 -> 0.665 ms at paper; k3mm at S
 # 0.218-0.240 -> 0.198-0.217 ms, covariance at paper 0.274 -> 0.220 ms.
@@ -300,14 +299,13 @@ __global__ void __launch_bounds__(cpufree::bound_threads({need}), 3)
 """
 BOUNDED_BUILD = """\
         cpufree_state.per_sm_bounded = 0;
-        cpufree_state.bounded_spills = false;
+        cpufree_state.bounded_spill_bytes = 0;
         if (cpufree_need_block > 0 && cpufree_block == cpufree_need_block) {{
             cudaFuncAttributes cpufree_bounded;
             auto *cpufree_three = {kernel}_bounded;
             CPUFREE_CHECK(cudaFuncGetAttributes(&cpufree_bounded, (const void *)cpufree_three));
-            constexpr size_t kBoundedSpillBytes = 256;  // local memory a thread of the bounded build may use
-            cpufree_state.bounded_spills = cpufree_bounded.localSizeBytes > 0;
-            if (cpufree_bounded.localSizeBytes <= kBoundedSpillBytes) {{
+            cpufree_state.bounded_spill_bytes = (long long)cpufree_bounded.localSizeBytes;
+            if (cpufree_state.bounded_spill_bytes <= cpufree::kBoundedSpillBytes) {{
                 if (cpufree_dynamic_shared > 0)
                     CPUFREE_CHECK(cudaFuncSetAttribute((const void *)cpufree_three,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -319,17 +317,11 @@ BOUNDED_BUILD = """\
         }}
 """
 CHOOSE_BUILD = """
-    const bool cpufree_room =  // a capped grid
-        cpufree_state.max_blocks <= 0 || cpufree_state.max_blocks > cpufree_per_sm * cpufree_sms;
-    const long long cpufree_tiles = (long long)({tiles}), cpufree_per_sm3 = cpufree_state.per_sm_bounded;
-    long long cpufree_bounded_grid = cpufree_per_sm3 * cpufree_sms;  // a capped grid holds fewer tiles in one wave
-    if (cpufree_state.max_blocks > 0 && cpufree_state.max_blocks < cpufree_bounded_grid)
-        cpufree_bounded_grid = cpufree_state.max_blocks;
-    const bool cpufree_third_block_pays = cpufree_state.bounded_spills
-                                              ? cpufree_tiles <= cpufree_bounded_grid
-                                              : cpufree_tiles > (long long)cpufree_per_sm * cpufree_sms;
-    if (cpufree_room && cpufree_per_sm3 > cpufree_per_sm && cpufree_tiles > (long long)cpufree_sms &&
-        cpufree_third_block_pays) {{
+    const cpufree::BuildFacts cpufree_facts{{
+        (long long)({tiles}),  // the largest product's output tiles
+        (long long)cpufree_sms, (long long)cpufree_per_sm, (long long)cpufree_state.per_sm_bounded,
+        cpufree_state.bounded_spill_bytes, (long long)cpufree_state.max_blocks}};
+    if (cpufree::take_bounded_build(cpufree_facts)) {{
         cpufree_kfn = {kernel}_bounded;
         cpufree_per_sm = cpufree_state.per_sm_bounded;
     }}"""

@@ -111,12 +111,15 @@ def test_kernels_with_products_are_built_twice_and_the_launcher_counts_their_til
     (call,) = _products(source)
     assert call.tiles == "cpufree::gemm_tiles<double>((long long)(M), (long long)(N))"
     assert call.tile_symbols == {"M", "N"}
-    # the launcher's choice: more tiles than multiprocessors, and more than the unbounded grid's blocks (a bounded
-    # build without spills) or no more than one wave of the bounded grid (one that spills a little)
-    assert f"const long long cpufree_tiles = (long long)({call.tiles})" in source.code
-    assert "cpufree_tiles > (long long)cpufree_sms &&\n        cpufree_third_block_pays" in source.code
-    assert "? cpufree_tiles <= cpufree_bounded_grid\n" in source.code
-    assert ": cpufree_tiles > (long long)cpufree_per_sm * cpufree_sms;" in source.code
+    # the launcher hands the facts it queried and the largest product's tiles to the rule of cpufree/launch.h
+    # (tests/codegen/test_launch_rule.py runs it), which picks the kernel and its blocks per multiprocessor
+    assert "#include <cpufree/launch.h>" in source.code
+    assert f"(long long)({call.tiles}),  // the largest product's output tiles" in source.code
+    assert "cpufree_state.bounded_spill_bytes = (long long)cpufree_bounded.localSizeBytes;" in source.code
+    assert (
+        f"if (cpufree::take_bounded_build(cpufree_facts)) {{\n        cpufree_kfn = {kernel}_bounded;\n"
+        "        cpufree_per_sm = cpufree_state.per_sm_bounded;" in source.code
+    )
     plain = dace_cpufree.kernel_source(KERNELS["go_fast"].program)
     assert f"{plain.kernel}_bounded" not in plain.code and f"{plain.kernel}_body" not in plain.code
 

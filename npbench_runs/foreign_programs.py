@@ -42,18 +42,27 @@ def benchmarks(root: Path) -> dict[str, dict]:
 
 def _module(root: Path, info: dict, suffix: str):
     """NPBench's module of one benchmark (``suffix``: ``""``, ``"_numpy"``, ``"_dace"``). A process imports the
-    ``npbench`` package of one tree: asked for another's, it stops with both named instead of failing to find a
-    module in the first tree."""
+    ``npbench`` package of one tree: asked for another's (or finding another first on the path), it stops with both
+    named instead of failing to find a module in the other tree or running the other tree's code."""
+    package = Path(root, "npbench").resolve()
     imported = sys.modules.get("npbench")
-    if imported is not None and Path(root, "npbench").resolve() not in (Path(p).resolve() for p in imported.__path__):
-        raise RuntimeError(
-            f"npbench is already imported from {list(imported.__path__)} in this process, not from {root}: one process "
-            "runs one NPBench tree's benchmarks (start another process for the other tree)"
-        )
+    if imported is not None and package not in (Path(p).resolve() for p in imported.__path__):
+        raise RuntimeError(_other_tree(list(imported.__path__), root))
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     dotted = "npbench.benchmarks." + info["relative_path"].replace("/", ".") + "." + info["module_name"] + suffix
-    return importlib.import_module(dotted)
+    module = importlib.import_module(dotted)
+    if not Path(module.__file__).resolve().is_relative_to(package):
+        raise RuntimeError(_other_tree([module.__file__], root))
+    return module
+
+
+def _other_tree(found: list, root: Path) -> str:
+    return (
+        f"npbench is imported from {found} in this process, not from {root}: one process runs one NPBench tree's "
+        "benchmarks (run the other tree's in another process; where another npbench package comes first on the "
+        "path, remove it from PYTHONPATH)"
+    )
 
 
 def relative_error(ref, val) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import math
 from io import StringIO
 
 import dace
@@ -135,6 +136,33 @@ def _runtime_call(name: str, args: list[ast.expr]) -> ast.Call:
     return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=args, keywords=[])
 
 
+#: Python's ``math`` functions that the C math library (CUDA's and HIP's device one too) has under the same name.
+_C_MATH = frozenset(
+    "acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf erfc exp exp2 expm1 fabs floor fmod hypot "
+    "isfinite isinf isnan ldexp lgamma log log10 log1p log2 pow sin sinh sqrt tan tanh trunc".split()
+)
+_C_MATH_RENAMED = {"gamma": "tgamma"}
+_MATH_CONSTANTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
+_MATH_MACROS = {"inf": "INFINITY", "nan": "NAN"}
+
+
+def _whole_literal(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool)
+
+
+def _negative_whole(node: ast.expr) -> int | None:
+    """``k`` where ``node`` is the literal ``-k`` of a whole number ``k > 0`` (``-2``, ``-2.0``), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        value = node.operand.value
+    elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and node.value < 0:
+        value = -node.value
+    else:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or int(value) != value:
+        return None
+    return int(value)
+
+
 class _TaskletMath(ast.NodeTransformer):
     """Python code whose C++ namesake computes something else, rewritten to the runtime's NumPy-exact functions.
 
@@ -146,8 +174,39 @@ class _TaskletMath(ast.NodeTransformer):
 
     def __init__(self, tasklet: dace.nodes.Tasklet):
         self.tasklet = tasklet
+        # the tasklet's own values: its connectors and the locals it assigns; any other name is a symbol
+        self.values = set(tasklet.in_connectors) | set(tasklet.out_connectors)
+        for stmt in tasklet.code.code:
+            self.values |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+    def visit_Attribute(self, node: ast.Attribute):
+        """``math.cos``, ``math.pi``, ... (Python tasklets of DaCe's library expansions, e.g. ``np.fft.fft``'s):
+        the C function or the constant's value, as DaCe's own generator maps the module."""
+        if not (isinstance(node.value, ast.Name) and node.value.id == "math"):
+            return self.generic_visit(node)
+        name = node.attr
+        if name in _C_MATH or name in _C_MATH_RENAMED:
+            return ast.copy_location(ast.Name(id=_C_MATH_RENAMED.get(name, name), ctx=ast.Load()), node)
+        if name in _MATH_CONSTANTS:
+            return ast.copy_location(ast.Constant(_MATH_CONSTANTS[name]), node)
+        if name in _MATH_MACROS:
+            return ast.copy_location(ast.Name(id=_MATH_MACROS[name], ctx=ast.Load()), node)
+        raise NotPersistableError(
+            f"tasklet '{self.tasklet.label}' uses math.{name}, which has no C counterpart in the persistent kernel. "
+            "Fix: compute it with NumPy functions or arithmetic in the program."
+        )
 
     def visit_Call(self, node: ast.Call):
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and (func.value.id, func.attr) == ("math", "log")
+            and len(node.args) == 2
+        ):  # math.log(x, base): log(x) / log(base)
+            x, base = (_runtime_call("log", [a]) for a in node.args)
+            node = ast.copy_location(ast.BinOp(left=x, op=ast.Div(), right=base), node)
+            return self.visit(node)
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "round":
             if len(node.args) != 1 or node.keywords:
@@ -156,6 +215,11 @@ class _TaskletMath(ast.NodeTransformer):
                     "kernel does not implement. Fix: scale by a power of ten, round(x), and scale back."
                 )
             return _runtime_call("py_round", node.args)
+        (value,) = _call_args(node, "reciprocal", 1) or (None,)
+        if value is not None and not self.values & {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}:
+            # DaCe prints a symbolic 1 / x (np.fft.ifft's 1 / N) as reciprocal(x): sympy's real number, not the
+            # integer quotient of np.reciprocal, whose operand is the tasklet's own value
+            return _runtime_call("py_pow_neg", [value, ast.Constant(1)])
         for log, exp in (("log", "exp"), ("log2", "exp2")):
             (total,) = _call_args(node, log, 1) or (None,)
             if isinstance(total, ast.BinOp) and isinstance(total.op, ast.Add):
@@ -166,6 +230,13 @@ class _TaskletMath(ast.NodeTransformer):
 
     def visit_BinOp(self, node: ast.BinOp):
         self.generic_visit(node)
+        literals = all(_whole_literal(v) for v in (node.left, node.right))
+        if isinstance(node.op, ast.Div) and literals and node.right.value:
+            # Python's 1 / 2 is 0.5 (DaCe prints sympy's sqrt(1 / N) as reciprocal(N) ** (1 / 2)); C's is 0
+            return ast.copy_location(ast.Constant(node.left.value / node.right.value), node)
+        power = _negative_whole(node.right) if isinstance(node.op, ast.Pow) else None
+        if power is not None:  # Python's x ** -k is a float for an integer x; C's 1 / x**k divides integers
+            return _runtime_call("py_pow_neg", [node.left, ast.Constant(power)])
         args = _call_args(node.left, "nextafter", 2)
         if (
             isinstance(node.op, ast.Sub)
@@ -176,7 +247,6 @@ class _TaskletMath(ast.NodeTransformer):
         ):
             return _runtime_call("np_spacing", [node.right])
         return node
-
 
 
 def tasklet_code(tasklet: dace.nodes.Tasklet, defined: dict[str, dace.typeclass]) -> str:

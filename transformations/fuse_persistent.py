@@ -27,6 +27,7 @@ from .block_scopes import prepare_block_scopes, simplify
 from .expand_libraries import ExpandLibraryNodesToDataflow
 from .loop_into_map import MoveUpdateLoopsIntoMap
 from .loop_reductions import LoopAccumulationToMap, inside
+from .map_names import rename_map_parameters_named_like_data
 from .matvec_pairs import PairMatVecProducts
 from .program_order import accesses, conflict
 from .scaled_products import ScaleAfterProduct
@@ -122,6 +123,7 @@ class FusePersistentKernel(ppl.Pass):
             FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
         # loops of in-place updates run inside the map, each point on its own elements (no grid sync per iteration)
         sdfg.apply_transformations_repeated(MoveUpdateLoopsIntoMap)
+        rename_map_parameters_named_like_data(sdfg)  # an inlined expansion's map over i beside an array i
 
 
 def merge_state_chain(sdfg: dace.SDFG, symbols: dict | None = None) -> bool:

@@ -166,6 +166,12 @@ namespace cpufree {
 template <typename T> using real_of = std::conditional_t<std::is_integral<T>::value, double, T>;
 }  // namespace cpufree
 
+// `x ** -k` of a Python tasklet, k a positive literal: Python's value, a float where x is an integer (the unparser's
+// reciprocal(ipow(x, k)) divides integers: 1 / N of a size, np.fft.ifft's normalisation, was 0).
+template <typename T> __host__ __device__ inline cpufree::real_of<T> py_pow_neg(const T &x, unsigned int k) {
+    return cpufree::real_of<T>(1) / cpufree::real_of<T>(dace::math::ipow(x, k));
+}
+
 template <typename A, typename B> __host__ __device__ inline double np_float_pow(const A &a, const B &b) {
     return pow(double(a), double(b));
 }

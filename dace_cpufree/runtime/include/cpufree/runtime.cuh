@@ -46,6 +46,28 @@ namespace cpufree { template <typename T> using complex = std::complex<T>; }
 namespace cpufree { template <typename T> using complex = cuda::std::complex<T>; }
 #endif
 
+// A complex number with a real one of another type (an integer; a float beside a double): the standard operators
+// take the complex number's own type only, and DaCe's tasklets mix them (`z * 2`; np.fft.fft's DFT times its
+// integer factor). The real operand is converted to the complex number's type, as NumPy does.
+namespace cpufree::detail {
+template <typename T, typename U>
+using mixed_complex = std::enable_if_t<std::is_arithmetic<U>::value && !std::is_same<T, U>::value, cpufree::complex<T>>;
+}
+#define CPUFREE_MIXED_COMPLEX(OP)                                                                               \
+    template <typename T, typename U>                                                                           \
+    __host__ __device__ inline cpufree::detail::mixed_complex<T, U> operator OP(const cpufree::complex<T> &a, U b) { \
+        return a OP T(b);                                                                                       \
+    }                                                                                                           \
+    template <typename T, typename U>                                                                           \
+    __host__ __device__ inline cpufree::detail::mixed_complex<T, U> operator OP(U a, const cpufree::complex<T> &b) { \
+        return T(a) OP b;                                                                                       \
+    }
+CPUFREE_MIXED_COMPLEX(+)
+CPUFREE_MIXED_COMPLEX(-)
+CPUFREE_MIXED_COMPLEX(*)
+CPUFREE_MIXED_COMPLEX(/)
+#undef CPUFREE_MIXED_COMPLEX
+
 // DaCe tasklet code names a few types and functions through the `dace` namespace.
 namespace dace {
 using complex64 = cpufree::complex<float>;

@@ -1,0 +1,49 @@
+"""Map parameters renamed where they are named like a data container of the kernel.
+
+The kernel declares a map's parameters as C++ locals in the scope where the arrays are pointers of the same
+names: a parameter ``i`` hides an array ``i`` and the code reads ``i[i]``. Programs rarely do that themselves, but
+library expansions bring their own maps (``np.fft.fft``'s DFT over ``i, n``) into a program whose arrays may be
+named ``i`` or ``n``. Only the parameter is renamed, as a symbol: in the scope's ranges, memlet subsets, tasklet
+code and nested symbol mappings; the containers and the memlets' data keep their names.
+"""
+
+from __future__ import annotations
+
+import dace
+from dace.sdfg import nodes
+from dace.sdfg.replace import replace_properties_dict
+
+
+def rename_map_parameters_named_like_data(sdfg: dace.SDFG) -> int:
+    """Renames every map parameter of ``sdfg`` (and its nested SDFGs) that equals a container's name; returns how
+    many it renamed."""
+    renamed = 0
+    for sd in sdfg.all_sdfgs_recursive():
+        taken = set(sd.arrays) | set(sdfg.arrays) | set(map(str, sd.symbols))
+        for state in sd.states():
+            for entry in [n for n in state.nodes() if isinstance(n, nodes.MapEntry)]:
+                for param in [p for p in entry.map.params if p in sd.arrays or p in sdfg.arrays]:
+                    new = _fresh(param, taken | set(entry.map.params))
+                    taken.add(new)
+                    _rename(state, entry, param, new)
+                    renamed += 1
+    return renamed
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    k = 0
+    while f"{name}_{k}" in taken:
+        k += 1
+    return f"{name}_{k}"
+
+
+def _rename(state: dace.SDFGState, entry: nodes.MapEntry, param: str, new: str) -> None:
+    scope = state.scope_subgraph(entry, include_entry=False, include_exit=False)
+    repl = {param: new}
+    for node in scope.nodes():
+        if not isinstance(node, nodes.AccessNode):  # an access node's property is the container's name
+            replace_properties_dict(node, repl, sdfg=state.sdfg)
+    symbol = {param: dace.symbolic.pystr_to_symbolic(new)}  # a symbol, not text: subsets keep their free symbols
+    for edge in state.all_edges(*scope.nodes(), entry, state.exit_node(entry)):
+        edge.data.replace(symbol)  # subsets and volume; the memlet's data stays
+    entry.map.params = [new if p == param else p for p in entry.map.params]

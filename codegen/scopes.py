@@ -22,13 +22,22 @@ _WCR_OPS = {
     dtypes.ReductionType.Product: "Product",
     dtypes.ReductionType.Min: "Min",
     dtypes.ReductionType.Max: "Max",
+    dtypes.ReductionType.Logical_And: "LogicalAnd",
+    dtypes.ReductionType.Logical_Or: "LogicalOr",
+    dtypes.ReductionType.Logical_Xor: "LogicalXor",
+    dtypes.ReductionType.Bitwise_And: "BitwiseAnd",
+    dtypes.ReductionType.Bitwise_Or: "BitwiseOr",
+    dtypes.ReductionType.Bitwise_Xor: "BitwiseXor",
 }
 
 
 def wcr_op(wcr: str) -> str:
     kind = detect_reduction_type(wcr)
     if kind not in _WCR_OPS:
-        raise NotPersistableError(f"write-conflict resolution '{wcr}' is not a sum, product, min or max.")
+        raise NotPersistableError(
+            f"write-conflict resolution '{wcr}' is not a sum, product, min, max or a logical or bitwise and, or, "
+            "xor. Fix: reduce with one of those (np.sum, np.max, np.any, ...) or write the loop out."
+        )
     return f"cpufree::Op::{_WCR_OPS[kind]}"
 
 

@@ -63,5 +63,17 @@ class ExpandLibraryNodesToDataflow(ppl.Pass):
                         "libraries). Fix: compute it before calling the program, or write it with NumPy expressions."
                     )
                 node.implementation = impl
+                _and_starts_true(node)
                 node.expand(state)
                 expanded += 1
+
+
+def _and_starts_true(node: nodes.LibraryNode) -> None:
+    """DaCe's ``np.all`` makes a logical-and ``Reduce`` whose identity is 0, so every result was False (upstream DaCe
+    alike; docs/dace-limitations.md). The identity of ``and`` is True: a reduction of no elements, and the start of
+    every other, is True, as NumPy's ``np.all`` is."""
+    from dace.libraries.standard.nodes import Reduce
+
+    if isinstance(node, Reduce) and node.identity is not None and not node.identity:
+        if dace.frontend.operations.detect_reduction_type(node.wcr) == dace.dtypes.ReductionType.Logical_And:
+            node.identity = True

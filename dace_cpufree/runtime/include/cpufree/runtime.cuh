@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <cmath>
 #include <climits>
 #include <cfloat>
@@ -366,12 +367,19 @@ __device__ inline void part_sync(PartBarrier *bar, unsigned int lo, unsigned int
 
 
 // Reduction operators of write-conflict resolution (DaCe's WCR), by kind.
-enum class Op { Sum, Product, Min, Max, Custom };
+// Logical ones come from np.any / np.all (`x or y`, `x and y`), bitwise ones from np.bitwise_or.reduce and the like.
+enum class Op { Sum, Product, Min, Max, LogicalAnd, LogicalOr, LogicalXor, BitwiseAnd, BitwiseOr, BitwiseXor, Custom };
 
 template <Op op, typename T> __host__ __device__ inline T combine(T a, T b) {
     if constexpr (op == Op::Sum) return a + b;
     else if constexpr (op == Op::Product) return a * b;
     else if constexpr (op == Op::Min) return b < a ? b : a;
+    else if constexpr (op == Op::LogicalAnd) return T(a && b);
+    else if constexpr (op == Op::LogicalOr) return T(a || b);
+    else if constexpr (op == Op::LogicalXor) return T(bool(a) != bool(b));
+    else if constexpr (op == Op::BitwiseAnd) return T(a & b);
+    else if constexpr (op == Op::BitwiseOr) return T(a | b);
+    else if constexpr (op == Op::BitwiseXor) return T(a ^ b);
     else return b > a ? b : a;
 }
 
@@ -407,8 +415,25 @@ template <Op op, typename T> __device__ inline void atomic_combine(T *ptr, T val
             T upd = combine<op>(cur, val);
             old = atomicCAS(addr, assumed, *reinterpret_cast<unsigned long long *>(&upd));
         } while (assumed != old);
+    } else if constexpr (sizeof(T) < 4) {
+        // a bool (np.any's result) or a short: compare-and-swap on the aligned word that holds it
+        static_assert(sizeof(T) == 1 || sizeof(T) == 2, "atomic_combine supports 1-, 2-, 4- and 8-byte types");
+        const unsigned long long at = reinterpret_cast<unsigned long long>(ptr);
+        unsigned int *word = reinterpret_cast<unsigned int *>(at & ~3ull);
+        const unsigned int shift = unsigned(at & 3ull) * 8u, mask = ((1u << (8u * sizeof(T))) - 1u) << shift;
+        unsigned int old = *word, assumed;
+        do {
+            assumed = old;
+            T cur, upd;
+            const unsigned int bits = (assumed & mask) >> shift;
+            memcpy(&cur, &bits, sizeof(T));
+            upd = combine<op>(cur, val);
+            unsigned int upd_bits = 0;
+            memcpy(&upd_bits, &upd, sizeof(T));
+            old = atomicCAS(word, assumed, (assumed & ~mask) | (upd_bits << shift));
+        } while (assumed != old);
     } else {
-        static_assert(sizeof(T) == 4, "atomic_combine supports 4- and 8-byte types");
+        static_assert(sizeof(T) == 4, "atomic_combine supports 1-, 2-, 4- and 8-byte types");
         unsigned int *addr = reinterpret_cast<unsigned int *>(ptr);
         unsigned int old = *addr, assumed;
         do {
@@ -485,7 +510,10 @@ template <Op op, typename T, typename V> inline void warp_atomic_combine(race::p
 // Identity element of a reduction operator (the start of a tile lane's partial).
 template <Op op, typename T> __host__ __device__ constexpr T identity() {
     if constexpr (op == Op::Sum) return T(0);
-    else if constexpr (op == Op::Product) return T(1);
+    else if constexpr (op == Op::Product || op == Op::LogicalAnd) return T(1);
+    else if constexpr (op == Op::LogicalOr || op == Op::LogicalXor || op == Op::BitwiseOr || op == Op::BitwiseXor)
+        return T(0);
+    else if constexpr (op == Op::BitwiseAnd) return T(~T(0));
     else if constexpr (op == Op::Min) {
         if constexpr (T(0.5) != T(0)) return T(INFINITY);
         else if constexpr (sizeof(T) == 8) return T(LLONG_MAX);

@@ -11,6 +11,7 @@ import math
 from io import StringIO
 
 import dace
+import numpy as np
 import sympy
 from dace import data as dt
 from dace import subsets
@@ -249,6 +250,28 @@ class _TaskletMath(ast.NodeTransformer):
         return node
 
 
+class _TrueDivision(ast.NodeTransformer):
+    """``a / b`` as ``py_div(a, b)``: Python's quotient, a float also of two integers (C's truncates; np.mean of an
+    integer array divides its integer sum by the count). The same division where an operand is a float."""
+
+    def visit_BinOp(self, node: ast.BinOp):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Div):
+            return ast.copy_location(_runtime_call("py_div", [node.left, node.right]), node)
+        return node
+
+
+def _assigns_a_real(stmt: ast.stmt, defined: dict[str, dace.typeclass]) -> bool:
+    """Whether ``stmt`` assigns a floating-point (or complex) output connector: there, a quotient must keep its
+    fraction as in Python. Elsewhere (integer outputs, locals) the division stays C's, whose truncation an integer
+    output would apply to Python's quotient anyway."""
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+        return False
+    ctype = defined.get(stmt.targets[0].id)
+    base = getattr(ctype, "base_type", ctype)
+    return base is not None and base.type is not None and np.issubdtype(base.type, np.inexact)
+
+
 def tasklet_code(tasklet: dace.nodes.Tasklet, defined: dict[str, dace.typeclass]) -> str:
     """C++ statements for a tasklet's body, its connectors already declared as locals."""
     if tasklet.language == dace.Language.CPP:
@@ -257,6 +280,9 @@ def tasklet_code(tasklet: dace.nodes.Tasklet, defined: dict[str, dace.typeclass]
         raise NotImplementedError(f"tasklet language {tasklet.language}")
     out = StringIO()
     for stmt in tasklet.code.code:
-        stmt = ast.fix_missing_locations(_TaskletMath(tasklet).visit(copy.deepcopy(stmt)))
+        stmt = copy.deepcopy(stmt)
+        if _assigns_a_real(stmt, defined):
+            stmt = _TrueDivision().visit(stmt)
+        stmt = ast.fix_missing_locations(_TaskletMath(tasklet).visit(stmt))
         cppunparse.CPPUnparser(stmt, 0, _declared(defined), out, defined_symbols=dict(defined))
     return out.getvalue().strip()

@@ -16,6 +16,7 @@ from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
 from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
 from dace_cpufree.transformations.arg_reductions import split_arg_reductions
 from dace_cpufree.transformations.block_scopes import prepare_block_scopes
+from dace_cpufree.transformations.true_division import retype_true_divisions
 from dace_cpufree.vocabulary import collectives, communicates, has_symmetric
 
 
@@ -23,7 +24,10 @@ def _to_sdfg(program_or_sdfg) -> dace.SDFG:
     if isinstance(program_or_sdfg, dace.SDFG):
         return copy.deepcopy(program_or_sdfg)
     if hasattr(program_or_sdfg, "to_sdfg"):
-        return program_or_sdfg.to_sdfg(simplify=True)
+        sdfg = program_or_sdfg.to_sdfg(simplify=False)
+        retype_true_divisions(sdfg)  # before simplification copies the transients' types into symbols
+        sdfg.simplify(validate=False)
+        return sdfg
     raise CpufreeError(
         f"expected a @dace.program or a dace.SDFG, got {type(program_or_sdfg).__name__}. "
         "Fix: decorate the function with @dace.program."

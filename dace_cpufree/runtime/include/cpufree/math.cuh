@@ -166,6 +166,12 @@ namespace cpufree {
 template <typename T> using real_of = std::conditional_t<std::is_integral<T>::value, double, T>;
 }  // namespace cpufree
 
+// `a / b` of a Python tasklet that assigns a floating-point output: Python's quotient, a float also of two integers
+// (codegen/expressions.py, _TrueDivision).
+template <typename A, typename B> __host__ __device__ inline auto py_div(const A &a, const B &b) {
+    if constexpr (std::is_integral<A>::value && std::is_integral<B>::value) return double(a) / double(b);
+    else return a / b;
+}
 // `x ** -k` of a Python tasklet, k a positive literal: Python's value, a float where x is an integer (the unparser's
 // reciprocal(ipow(x, k)) divides integers: 1 / N of a size, np.fft.ifft's normalisation, was 0).
 template <typename T> __host__ __device__ inline cpufree::real_of<T> py_pow_neg(const T &x, unsigned int k) {

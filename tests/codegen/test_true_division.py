@@ -1,0 +1,78 @@
+"""Python's ``/`` gives a float also of two integers; C's truncates. DaCe's ``np.mean`` of an integer array divides
+its integer sum by the count in a Python tasklet writing a transient of the array's type (the mean was truncated,
+upstream DaCe alike): the transient is retyped float64 before simplification, and a Python tasklet that assigns a
+floating-point output divides as Python does (``py_div``)."""
+
+import dace
+import numpy as np
+import pytest
+from dace_cpufree.transformations.true_division import retype_true_divisions
+
+import dace_cpufree
+from dace_cpufree.runtime import build
+
+N, M = dace.symbol("N"), dace.symbol("M")
+
+
+@dace.program
+def integer_means(a: dace.int64[N], A: dace.int32[N, M], whole: dace.float64[1], rows: dace.float64[N]):
+    whole[0] = np.mean(a)
+    rows[:] = np.mean(A, axis=1)
+
+
+@dace.program
+def quotients(a: dace.int64[N], x: dace.float64[N], y: dace.float64[N], k: dace.int64[N]):
+    for i in dace.map[0:N]:
+        with dace.tasklet:
+            p << a[i]  # noqa: F821
+            q >> y[i]  # noqa: F821
+            r >> k[i]  # noqa: F821
+            q = p / 4  # noqa: F821, F841  (a float output: Python's quotient)
+            r = p / 4  # noqa: F821, F841  (an integer output: truncated either way)
+    x[:] = a / 3
+
+
+def _inputs():
+    rng = np.random.default_rng(2)
+    return rng.integers(-50, 50, 11), rng.integers(-9, 9, (11, 6)).astype(np.int32)
+
+
+@pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])
+def test_means_of_integer_arrays_keep_their_fraction(race_check):
+    a, A = _inputs()
+    whole, rows = np.zeros(1), np.zeros(11)
+    dace_cpufree.compile(integer_means, backend="emulate", race_check=race_check)(a, A, whole, rows)
+    np.testing.assert_allclose(whole[0], np.mean(a), rtol=1e-15)
+    np.testing.assert_allclose(rows, np.mean(A, axis=1), rtol=1e-15)
+    assert whole[0] != int(whole[0])  # the inputs' mean has a fraction
+
+
+def test_the_mean_transients_are_retyped_before_simplification():
+    sdfg = integer_means.to_sdfg(simplify=False)
+    retyped = retype_true_divisions(sdfg)
+    assert len(retyped) == 2 and all(sdfg.arrays[name].dtype == dace.float64 for name in retyped)
+
+
+def test_a_tasklet_divides_as_python_into_a_float_and_truncates_into_an_integer():
+    a, _ = _inputs()
+    x, y, k = np.zeros(11), np.zeros(11), np.zeros(11, np.int64)
+    dace_cpufree.compile(quotients, backend="emulate")(a, x, y, k)
+    np.testing.assert_allclose(y, a / 4, rtol=1e-15)
+    np.testing.assert_array_equal(k, np.trunc(a / 4).astype(np.int64))
+    np.testing.assert_allclose(x, a / 3, rtol=1e-15)
+
+
+@pytest.mark.compile
+def test_nvcc_builds_the_python_quotients():
+    source = dace_cpufree.kernel_source(integer_means)
+    assert "py_div(" in source.code
+    assert build(source.code, "true_division_means", "cuda").stat().st_size > 0
+
+
+@pytest.mark.gpu
+def test_means_of_integer_arrays_keep_their_fraction_on_gpu():
+    a, A = _inputs()
+    whole, rows = np.zeros(1), np.zeros(11)
+    dace_cpufree.compile(integer_means)(a, A, whole, rows)
+    np.testing.assert_allclose(whole[0], np.mean(a), rtol=1e-14)
+    np.testing.assert_allclose(rows, np.mean(A, axis=1), rtol=1e-14)

@@ -16,7 +16,7 @@ from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
 from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
 from dace_cpufree.transformations.arg_reductions import split_arg_reductions
 from dace_cpufree.transformations.block_scopes import prepare_block_scopes
-from dace_cpufree.transformations.true_division import retype_true_divisions
+from dace_cpufree.transformations.numpy_types import numpy_result_types
 from dace_cpufree.vocabulary import collectives, communicates, has_symmetric
 
 
@@ -25,7 +25,7 @@ def _to_sdfg(program_or_sdfg) -> dace.SDFG:
         return copy.deepcopy(program_or_sdfg)
     if hasattr(program_or_sdfg, "to_sdfg"):
         sdfg = program_or_sdfg.to_sdfg(simplify=False)
-        retype_true_divisions(sdfg)  # before simplification copies the transients' types into symbols
+        numpy_result_types(sdfg)  # before simplification copies the transients' types into symbols
         sdfg.simplify(validate=False)
         return sdfg
     raise CpufreeError(

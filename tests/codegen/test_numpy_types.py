@@ -1,12 +1,15 @@
-"""Python's ``/`` gives a float also of two integers; C's truncates. DaCe's ``np.mean`` of an integer array divides
-its integer sum by the count in a Python tasklet writing a transient of the array's type (the mean was truncated,
-upstream DaCe alike): the transient is retyped float64 before simplification, and a Python tasklet that assigns a
-floating-point output divides as Python does (``py_div``)."""
+"""NumPy's result types where DaCe's frontend gives others (upstream DaCe alike; docs/dace-limitations.md).
+
+Python's ``/`` gives a float also of two integers; C's truncates. DaCe's ``np.mean`` of an integer array divides
+its integer sum by the count in a Python tasklet writing a transient of the array's type (the mean was truncated):
+the transient is retyped float64 before simplification, and a Python tasklet that assigns a floating-point output
+divides as Python does (``py_div``). DaCe's ``np.sum`` of a bool array reduces into a bool (the count was 1): its
+output transient is retyped int64."""
 
 import dace
 import numpy as np
 import pytest
-from dace_cpufree.transformations.true_division import retype_true_divisions
+from dace_cpufree.transformations.numpy_types import retype_bool_sums, retype_true_divisions
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -30,6 +33,13 @@ def quotients(a: dace.int64[N], x: dace.float64[N], y: dace.float64[N], k: dace.
             q = p / 4  # noqa: F821, F841  (a float output: Python's quotient)
             r = p / 4  # noqa: F821, F841  (an integer output: truncated either way)
     x[:] = a / 3
+
+
+@dace.program
+def counts(A: dace.float64[N, M], total: dace.int64[1], share: dace.float64[1], per_row: dace.int64[N]):
+    total[0] = np.sum(A > 0.5)
+    share[0] = np.sum(A > 0.5) / (N * M)
+    per_row[:] = np.sum(A > 0.25, axis=1)
 
 
 def _inputs():
@@ -60,6 +70,18 @@ def test_a_tasklet_divides_as_python_into_a_float_and_truncates_into_an_integer(
     np.testing.assert_allclose(y, a / 4, rtol=1e-15)
     np.testing.assert_array_equal(k, np.trunc(a / 4).astype(np.int64))
     np.testing.assert_allclose(x, a / 3, rtol=1e-15)
+
+
+@pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])
+def test_sums_of_booleans_count_them(race_check):
+    A = np.random.default_rng(4).random((12, 9))
+    total, share, per_row = np.zeros(1, np.int64), np.zeros(1), np.zeros(12, np.int64)
+    dace_cpufree.compile(counts, backend="emulate", race_check=race_check)(A, total, share, per_row)
+    assert total[0] == np.sum(A > 0.5) > 1
+    np.testing.assert_allclose(share[0], np.sum(A > 0.5) / A.size, rtol=1e-15)
+    np.testing.assert_array_equal(per_row, np.sum(A > 0.25, axis=1))
+    sdfg = counts.to_sdfg(simplify=False)
+    assert len(retype_bool_sums(sdfg)) == 3
 
 
 @pytest.mark.compile

@@ -1,0 +1,67 @@
+"""NumPy's result types where DaCe's frontend gives others, fixed on the SDFG before simplification turns the
+transients concerned into symbols or copies of their type (docs/dace-limitations.md; upstream DaCe alike):
+
+- Python's true division of integers is a float. DaCe's ``np.mean`` divides the sum by the count in a Python
+  tasklet (``__out = __inp / N``) that writes a transient of the input's type: for an integer array the mean was
+  truncated (``np.mean([1, 2, 4, 7, 9])`` gave 4.0, not 4.6). The tasklet's code is Python, so its integer
+  transient output is retyped float64.
+- A sum of booleans counts them. DaCe's ``np.sum(A > t)`` reduces into a bool transient, so the count was 1 (or 0);
+  NumPy's is an int64. The reduction's bool output transient is retyped int64.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import dace
+from dace import dtypes
+from dace.frontend.operations import detect_reduction_type
+from dace.sdfg import nodes
+
+_INTEGERS = {dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16, dtypes.uint32,
+             dtypes.uint64}  # fmt: skip
+
+
+def retype_true_divisions(sdfg: dace.SDFG) -> list[str]:
+    """Retypes, in ``sdfg`` and its nested SDFGs, every integer transient that a Python tasklet assigns a true
+    division (``x = a / b``) to; returns the containers' names."""
+    retyped = []
+    for node, state in sdfg.all_nodes_recursive():
+        if not (isinstance(node, nodes.Tasklet) and node.language == dtypes.Language.Python):
+            continue
+        divided = {t.id for stmt in node.code.code if _divides(stmt) for t in stmt.targets if isinstance(t, ast.Name)}
+        for edge in state.out_edges(node):
+            if edge.src_conn not in divided or edge.data.data is None:
+                continue
+            desc = state.sdfg.arrays[edge.data.data]
+            if desc.transient and desc.dtype in _INTEGERS:
+                desc.dtype = dtypes.float64
+                retyped.append(edge.data.data)
+    return retyped
+
+
+def _divides(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Div)
+
+
+def retype_bool_sums(sdfg: dace.SDFG) -> list[str]:
+    """Retypes, in ``sdfg`` and its nested SDFGs, every bool transient that a sum or product ``Reduce`` of booleans
+    writes to int64 (NumPy's type of ``np.sum`` of a bool array); returns the containers' names."""
+    from dace.libraries.standard.nodes import Reduce
+
+    counting = (dtypes.ReductionType.Sum, dtypes.ReductionType.Product)
+    retyped = []
+    for node, state in sdfg.all_nodes_recursive():
+        if not isinstance(node, Reduce) or detect_reduction_type(node.wcr) not in counting:
+            continue
+        for edge in state.out_edges(node):
+            desc = state.sdfg.arrays[edge.data.data] if edge.data.data else None
+            if desc is not None and desc.transient and desc.dtype == dtypes.bool_:
+                desc.dtype = dtypes.int64
+                retyped.append(edge.data.data)
+    return retyped
+
+
+def numpy_result_types(sdfg: dace.SDFG) -> list[str]:
+    """Both retypings above; the containers retyped."""
+    return retype_true_divisions(sdfg) + retype_bool_sums(sdfg)

@@ -94,10 +94,12 @@ def _c_order(shape, index: list[str]) -> str:
     return " + ".join(f"{i} * ({dace.symbolic.symstr(_product(shape[d + 1 :]))})" for d, i in enumerate(index))
 
 
-def _flattened(sdfg: dace.SDFG, state: dace.SDFGState, a: str, size):
-    """A 1-D copy of ``a`` in C order (the scan's nested program takes one dimension): its access node."""
+def _flattened(sdfg: dace.SDFG, state: dace.SDFGState, a: str, size, dtype=None):
+    """A 1-D copy of ``a`` in C order (the scan's nested program takes one dimension), of ``dtype`` (default: its
+    own): its access node."""
     desc = sdfg.arrays[a]
-    flat, _ = sdfg.add_transient(f"{a}_flat", [size], desc.dtype, storage=desc.storage, find_new_name=True)
+    dtype = dtype or desc.dtype
+    flat, _ = sdfg.add_transient(f"{a}_flat", [size], dtype, storage=desc.storage, find_new_name=True)
     index = [f"__i{d}" for d in range(len(desc.shape))]
     _, _, exit_node = state.add_mapped_tasklet(
         f"{a}_flatten",

@@ -11,7 +11,6 @@ import math
 from io import StringIO
 
 import dace
-import numpy as np
 import sympy
 from dace import data as dt
 from dace import subsets
@@ -147,10 +146,6 @@ _MATH_CONSTANTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
 _MATH_MACROS = {"inf": "INFINITY", "nan": "NAN"}
 
 
-def _whole_literal(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool)
-
-
 def _negative_whole(node: ast.expr) -> int | None:
     """``k`` where ``node`` is the literal ``-k`` of a whole number ``k > 0`` (``-2``, ``-2.0``), else None."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
@@ -231,10 +226,6 @@ class _TaskletMath(ast.NodeTransformer):
 
     def visit_BinOp(self, node: ast.BinOp):
         self.generic_visit(node)
-        literals = all(_whole_literal(v) for v in (node.left, node.right))
-        if isinstance(node.op, ast.Div) and literals and node.right.value:
-            # Python's 1 / 2 is 0.5 (DaCe prints sympy's sqrt(1 / N) as reciprocal(N) ** (1 / 2)); C's is 0
-            return ast.copy_location(ast.Constant(node.left.value / node.right.value), node)
         power = _negative_whole(node.right) if isinstance(node.op, ast.Pow) else None
         if power is not None:  # Python's x ** -k is a float for an integer x; C's 1 / x**k divides integers
             return _runtime_call("py_pow_neg", [node.left, ast.Constant(power)])
@@ -251,25 +242,15 @@ class _TaskletMath(ast.NodeTransformer):
 
 
 class _TrueDivision(ast.NodeTransformer):
-    """``a / b`` as ``py_div(a, b)``: Python's quotient, a float also of two integers (C's truncates; np.mean of an
-    integer array divides its integer sum by the count). The same division where an operand is a float."""
+    """``a / b`` as ``py_div(a, b)``: Python's quotient, a float also of two integers (C's truncates: np.mean of an
+    integer array divides its integer sum by the count; ``r = a / b * b`` of integers is ``a`` in Python). The same
+    division where an operand is a float; into an integer output the quotient is truncated as before."""
 
     def visit_BinOp(self, node: ast.BinOp):
         self.generic_visit(node)
         if isinstance(node.op, ast.Div):
             return ast.copy_location(_runtime_call("py_div", [node.left, node.right]), node)
         return node
-
-
-def _assigns_a_real(stmt: ast.stmt, defined: dict[str, dace.typeclass]) -> bool:
-    """Whether ``stmt`` assigns a floating-point (or complex) output connector: there, a quotient must keep its
-    fraction as in Python. Elsewhere (integer outputs, locals) the division stays C's, whose truncation an integer
-    output would apply to Python's quotient anyway."""
-    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
-        return False
-    ctype = defined.get(stmt.targets[0].id)
-    base = getattr(ctype, "base_type", ctype)
-    return base is not None and base.type is not None and np.issubdtype(base.type, np.inexact)
 
 
 def tasklet_code(tasklet: dace.nodes.Tasklet, defined: dict[str, dace.typeclass]) -> str:
@@ -280,9 +261,7 @@ def tasklet_code(tasklet: dace.nodes.Tasklet, defined: dict[str, dace.typeclass]
         raise NotImplementedError(f"tasklet language {tasklet.language}")
     out = StringIO()
     for stmt in tasklet.code.code:
-        stmt = copy.deepcopy(stmt)
-        if _assigns_a_real(stmt, defined):
-            stmt = _TrueDivision().visit(stmt)
+        stmt = _TrueDivision().visit(copy.deepcopy(stmt))
         stmt = ast.fix_missing_locations(_TaskletMath(tasklet).visit(stmt))
         cppunparse.CPPUnparser(stmt, 0, _declared(defined), out, defined_symbols=dict(defined))
     return out.getvalue().strip()

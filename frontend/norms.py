@@ -88,10 +88,14 @@ def _linalg_norm(pv, sdfg: dace.SDFG, state: dace.SDFGState, x, ord=None, axis=N
     ord = ord.value if isinstance(ord, StringLiteral) else ord
     desc = sdfg.arrays[x]
     ndim = len(desc.shape)
-    kind = _KINDS.get(ord, "other") if ndim == 1 or ord in (None, "fro") else "other"
+    # NumPy: "fro" of matrices only; a matrix's None is Frobenius, its other orders need column sums or singular values
+    if ndim == 1:
+        kind = "other" if ord == "fro" else _KINDS.get(ord, "other")
+    else:
+        kind = "two" if ord in (None, "fro") else "other"
     if kind == "other":
         raise _refuse(pv, f"of ord={ord!r} for a {ndim}-D array is not supported inside the kernel",
-                      "use ord=None, 2 or 'fro' (and 1, np.inf or -np.inf for vectors)")  # fmt: skip
+                      "use ord=None, 1, 2, np.inf or -np.inf for vectors, None or 'fro' for matrices")  # fmt: skip
     out_type = _real(desc.dtype)
     # integers and booleans are summed as float64, as NumPy converts them; floats and complex numbers as they are
     in_type = desc.dtype if np.dtype(desc.dtype.type).kind in "fc" else dace.float64

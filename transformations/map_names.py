@@ -18,16 +18,25 @@ def rename_map_parameters_named_like_data(sdfg: dace.SDFG) -> int:
     """Renames every map parameter of ``sdfg`` (and its nested SDFGs) that equals a container's name; returns how
     many it renamed."""
     renamed = 0
+    containers = {name for sd in sdfg.all_sdfgs_recursive() for name in sd.arrays}
     for sd in sdfg.all_sdfgs_recursive():
-        taken = set(sd.arrays) | set(sdfg.arrays) | set(map(str, sd.symbols))
         for state in sd.states():
             for entry in [n for n in state.nodes() if isinstance(n, nodes.MapEntry)]:
-                for param in [p for p in entry.map.params if p in sd.arrays or p in sdfg.arrays]:
-                    new = _fresh(param, taken | set(entry.map.params))
-                    taken.add(new)
+                for param in [p for p in entry.map.params if p in containers]:
+                    new = _fresh(param, containers | _names_in_scope(sd, state, entry))
                     _rename(state, entry, param, new)
                     renamed += 1
     return renamed
+
+
+def _names_in_scope(sd: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry) -> set[str]:
+    """The names a new parameter of ``entry`` must not take: the SDFG's symbols, and the parameters and free symbols
+    of the scope (inner maps included)."""
+    names = set(map(str, sd.symbols)) | set(map(str, state.scope_subgraph(entry).free_symbols))
+    for node in state.scope_subgraph(entry).nodes():
+        if isinstance(node, nodes.MapEntry):
+            names |= set(node.map.params)
+    return names
 
 
 def _fresh(name: str, taken: set[str]) -> str:

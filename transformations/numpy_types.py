@@ -18,8 +18,9 @@ from dace import dtypes
 from dace.frontend.operations import detect_reduction_type
 from dace.sdfg import nodes
 
-_INTEGERS = {dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16, dtypes.uint32,
-             dtypes.uint64}  # fmt: skip
+#: the types a true division's transient is retyped from (a bool: np.mean(A > t), whose sum is counted, below)
+_INTEGERS = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16,
+             dtypes.uint32, dtypes.uint64}  # fmt: skip
 
 
 def retype_true_divisions(sdfg: dace.SDFG) -> list[str]:

@@ -35,10 +35,11 @@ def forward(a: dace.complex128[N], f: dace.complex128[N], i: dace.complex128[N])
 
 
 @dace.program
-def negative_powers(out: dace.float64[N], z: dace.complex128[N]):
+def negative_powers(out: dace.float64[N], z: dace.complex128[N], big: dace.int32[N], far: dace.float64[N]):
     for k in dace.map[0:N]:
         out[k] = (k + 1) ** -2 + 2**-3
         z[k] = z[k] * 3
+        far[k] = big[k] ** -2  # the square of an int32 near 50,000 does not fit an int32
 
 
 def _signal(n=37, seed=5):
@@ -65,11 +66,13 @@ def test_fft_matches_numpy_under_the_race_checker():
 
 def test_negative_powers_and_complex_times_an_integer_follow_python():
     z = _signal(9)
-    out = np.zeros(9)
+    out, far = np.zeros(9), np.zeros(9)
+    big = np.arange(50_000, 50_009, dtype=np.int32)
     got = z.copy()
-    dace_cpufree.compile(negative_powers, backend="emulate")(out, got)
+    dace_cpufree.compile(negative_powers, backend="emulate")(out, got, big, far)
     np.testing.assert_allclose(out, (np.arange(9) + 1.0) ** -2 + 0.125, rtol=1e-15)
     np.testing.assert_allclose(got, z * 3, rtol=1e-15)
+    np.testing.assert_allclose(far, big.astype(np.float64) ** -2, rtol=1e-15)
 
 
 def test_math_module_names_become_c_and_unknown_ones_are_refused():

@@ -31,8 +31,17 @@ def quotients(a: dace.int64[N], x: dace.float64[N], y: dace.float64[N], k: dace.
             q >> y[i]  # noqa: F821
             r >> k[i]  # noqa: F821
             q = p / 4  # noqa: F821, F841  (a float output: Python's quotient)
-            r = p / 4  # noqa: F821, F841  (an integer output: truncated either way)
+            r = p / 4 * 4  # noqa: F821, F841  (an integer output: Python's quotient times 4, truncated)
     x[:] = a / 3
+
+
+@dace.program
+def bool_and_small_reductions(A: dace.float64[N], share: dace.float64[1], flags: dace.bool_[2], small: dace.int16[2]):
+    share[0] = np.mean(A > 0.5)
+    flags[0] = np.max(A > 2.0)
+    flags[1] = np.min(A > -1.0)
+    small[0] = np.min(A.astype(np.int16) - np.int16(3))
+    small[1] = np.max(A.astype(np.int16) - np.int16(3))
 
 
 @dace.program
@@ -68,7 +77,8 @@ def test_a_tasklet_divides_as_python_into_a_float_and_truncates_into_an_integer(
     x, y, k = np.zeros(11), np.zeros(11), np.zeros(11, np.int64)
     dace_cpufree.compile(quotients, backend="emulate")(a, x, y, k)
     np.testing.assert_allclose(y, a / 4, rtol=1e-15)
-    np.testing.assert_array_equal(k, np.trunc(a / 4).astype(np.int64))
+    np.testing.assert_array_equal(k, np.trunc(a / 4 * 4).astype(np.int64))
+    assert (k == a).all()  # C's (a / 4) * 4 would round each down to a multiple of 4
     np.testing.assert_allclose(x, a / 3, rtol=1e-15)
 
 
@@ -82,6 +92,16 @@ def test_sums_of_booleans_count_them(race_check):
     np.testing.assert_array_equal(per_row, np.sum(A > 0.25, axis=1))
     sdfg = counts.to_sdfg(simplify=False)
     assert len(retype_bool_sums(sdfg)) == 3
+
+
+@pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])
+def test_means_of_booleans_and_min_max_of_bools_and_shorts_match_numpy(race_check):
+    A = np.linspace(0, 4, 11)
+    share, flags, small = np.zeros(1), np.zeros(2, bool), np.zeros(2, np.int16)
+    dace_cpufree.compile(bool_and_small_reductions, backend="emulate", race_check=race_check)(A, share, flags, small)
+    np.testing.assert_allclose(share[0], np.mean(A > 0.5), rtol=1e-15)
+    assert flags.tolist() == [np.max(A > 2.0), np.min(A > -1.0)] == [True, True]
+    assert small.tolist() == [-3, 1]
 
 
 @pytest.mark.compile

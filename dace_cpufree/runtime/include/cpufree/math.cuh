@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #if defined(CPUFREE_EMULATE)
 // Tasklet code calls these unqualified. <cmath> declares their float and integer overloads in std only, where
@@ -166,16 +167,24 @@ namespace cpufree {
 template <typename T> using real_of = std::conditional_t<std::is_integral<T>::value, double, T>;
 }  // namespace cpufree
 
-// `a / b` of a Python tasklet that assigns a floating-point output: Python's quotient, a float also of two integers
-// (codegen/expressions.py, _TrueDivision).
+// The arithmetic type of a tasklet operand: its own, or an array element's under the race checker (race::ref<T>).
+namespace cpufree {
+template <typename T> using operand_t = std::decay_t<decltype(std::declval<const T &>() + 0)>;
+}  // namespace cpufree
+// `a / b` of a Python tasklet: Python's quotient, a float also of two integers (codegen/expressions.py,
+// _TrueDivision); a float operand divides as before.
 template <typename A, typename B> __host__ __device__ inline auto py_div(const A &a, const B &b) {
-    if constexpr (std::is_integral<A>::value && std::is_integral<B>::value) return double(a) / double(b);
-    else return a / b;
+    using VA = cpufree::operand_t<A>;
+    using VB = cpufree::operand_t<B>;
+    if constexpr (std::is_integral<VA>::value && std::is_integral<VB>::value) return double(VA(a)) / double(VB(b));
+    else return VA(a) / VB(b);
 }
 // `x ** -k` of a Python tasklet, k a positive literal: Python's value, a float where x is an integer (the unparser's
-// reciprocal(ipow(x, k)) divides integers: 1 / N of a size, np.fft.ifft's normalisation, was 0).
-template <typename T> __host__ __device__ inline cpufree::real_of<T> py_pow_neg(const T &x, unsigned int k) {
-    return cpufree::real_of<T>(1) / cpufree::real_of<T>(dace::math::ipow(x, k));
+// reciprocal(ipow(x, k)) divides integers: 1 / N of a size, np.fft.ifft's normalisation, was 0). The power is taken
+// in the result's type, so an integer base does not overflow.
+template <typename T> __host__ __device__ inline auto py_pow_neg(const T &x, unsigned int k) {
+    using R = cpufree::real_of<cpufree::operand_t<T>>;
+    return R(1) / dace::math::ipow(R(cpufree::operand_t<T>(x)), k);
 }
 
 template <typename A, typename B> __host__ __device__ inline double np_float_pow(const A &a, const B &b) {

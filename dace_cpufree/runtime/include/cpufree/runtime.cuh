@@ -105,8 +105,9 @@ template <typename T> __host__ __device__ inline cpufree::complex<T> sqrt(const 
 template <typename T> __host__ __device__ inline cpufree::complex<T> sin(const cpufree::complex<T> &a) { return CPUFREE_COMPLEX_NS::sin(a); }
 template <typename T> __host__ __device__ inline cpufree::complex<T> cos(const cpufree::complex<T> &a) { return CPUFREE_COMPLEX_NS::cos(a); }
 #undef CPUFREE_COMPLEX_NS
-// `x ** 3` with a literal integer exponent (the unparser writes `reciprocal(ipow(x, 3))` for `x ** -3`): by
-// squaring, in x's type, so an integer power of an integer stays exact as in Python.
+// `x ** 3` with a literal integer exponent (for `x ** -3` the unparser writes `reciprocal(ipow(x, 3))` in interstate
+// code; a tasklet's goes through py_pow_neg, math.cuh): by squaring, in x's type, so an integer power of an integer
+// stays exact as in Python.
 template <typename T> __host__ __device__ inline T ipow(T base, unsigned int exponent) {
     T result = T(1);
     while (exponent) {
@@ -507,6 +508,19 @@ template <Op op, typename T, typename V> inline void warp_atomic_combine(race::p
 }
 #endif
 
+// The largest and smallest values of an integer type or bool (the start of a min or a max reduction): every width,
+// signed or not (a bool's max starts at false, its min at true).
+template <typename T> __host__ __device__ constexpr T largest() {
+    if constexpr (std::is_same<T, bool>::value) return true;
+    else if constexpr (std::is_signed<T>::value) return T((1ull << (8 * sizeof(T) - 1)) - 1ull);
+    else return T(~T(0));
+}
+template <typename T> __host__ __device__ constexpr T smallest() {
+    if constexpr (std::is_same<T, bool>::value) return false;
+    else if constexpr (std::is_signed<T>::value) return T(-largest<T>() - 1);
+    else return T(0);
+}
+
 // Identity element of a reduction operator (the start of a tile lane's partial).
 template <Op op, typename T> __host__ __device__ constexpr T identity() {
     if constexpr (op == Op::Sum) return T(0);
@@ -516,12 +530,10 @@ template <Op op, typename T> __host__ __device__ constexpr T identity() {
     else if constexpr (op == Op::BitwiseAnd) return T(~T(0));
     else if constexpr (op == Op::Min) {
         if constexpr (T(0.5) != T(0)) return T(INFINITY);
-        else if constexpr (sizeof(T) == 8) return T(LLONG_MAX);
-        else return T(INT_MAX);
+        else return largest<T>();
     } else {
         if constexpr (T(0.5) != T(0)) return T(-INFINITY);
-        else if constexpr (sizeof(T) == 8) return T(LLONG_MIN);
-        else return T(INT_MIN);
+        else return smallest<T>();
     }
 }
 

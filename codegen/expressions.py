@@ -199,10 +199,10 @@ class _TaskletMath(ast.NodeTransformer):
             and isinstance(func.value, ast.Name)
             and (func.value.id, func.attr) == ("math", "log")
             and len(node.args) == 2
-        ):  # math.log(x, base): log(x) / log(base)
+        ):  # math.log(x, base): log(x) / log(base), a quotient of doubles
+            self.generic_visit(node)
             x, base = (_runtime_call("log", [a]) for a in node.args)
-            node = ast.copy_location(ast.BinOp(left=x, op=ast.Div(), right=base), node)
-            return self.visit(node)
+            return ast.copy_location(ast.BinOp(left=x, op=ast.Div(), right=base), node)
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "round":
             if len(node.args) != 1 or node.keywords:
@@ -226,6 +226,10 @@ class _TaskletMath(ast.NodeTransformer):
 
     def visit_BinOp(self, node: ast.BinOp):
         self.generic_visit(node)
+        if isinstance(node.op, ast.Div):
+            # Python's quotient, a float also of two integers (C's truncates: np.mean of an integer array divides its
+            # integer sum by the count; a / b * b of integers is a in Python); a float operand divides as before
+            return _runtime_call("py_div", [node.left, node.right])
         power = _negative_whole(node.right) if isinstance(node.op, ast.Pow) else None
         if power is not None:  # Python's x ** -k is a float for an integer x; C's 1 / x**k divides integers
             return _runtime_call("py_pow_neg", [node.left, ast.Constant(power)])
@@ -241,18 +245,6 @@ class _TaskletMath(ast.NodeTransformer):
         return node
 
 
-class _TrueDivision(ast.NodeTransformer):
-    """``a / b`` as ``py_div(a, b)``: Python's quotient, a float also of two integers (C's truncates: np.mean of an
-    integer array divides its integer sum by the count; ``r = a / b * b`` of integers is ``a`` in Python). The same
-    division where an operand is a float; into an integer output the quotient is truncated as before."""
-
-    def visit_BinOp(self, node: ast.BinOp):
-        self.generic_visit(node)
-        if isinstance(node.op, ast.Div):
-            return ast.copy_location(_runtime_call("py_div", [node.left, node.right]), node)
-        return node
-
-
 def tasklet_code(tasklet: dace.nodes.Tasklet, defined: dict[str, dace.typeclass]) -> str:
     """C++ statements for a tasklet's body, its connectors already declared as locals."""
     if tasklet.language == dace.Language.CPP:
@@ -261,7 +253,6 @@ def tasklet_code(tasklet: dace.nodes.Tasklet, defined: dict[str, dace.typeclass]
         raise NotImplementedError(f"tasklet language {tasklet.language}")
     out = StringIO()
     for stmt in tasklet.code.code:
-        stmt = _TrueDivision().visit(copy.deepcopy(stmt))
-        stmt = ast.fix_missing_locations(_TaskletMath(tasklet).visit(stmt))
+        stmt = ast.fix_missing_locations(_TaskletMath(tasklet).visit(copy.deepcopy(stmt)))
         cppunparse.CPPUnparser(stmt, 0, _declared(defined), out, defined_symbols=dict(defined))
     return out.getvalue().strip()

@@ -22,11 +22,12 @@ from dace.memlet import Memlet
 
 from dace_cpufree.errors import NotPersistableError
 
+from . import scans
 from .scans import _flattened, _product
 
 _N = "__cpufree_norm_n"
-#: the kinds of norm, by NumPy's ``ord`` (vectors; matrices take "two" only, from None and "fro")
-_KINDS = {None: "two", 2: "two", "fro": "two", 1: "one", np.inf: "largest", -np.inf: "smallest"}
+#: the kinds of a vector's norm, by NumPy's ``ord`` (a matrix's: "two" only, from None and "fro")
+_KINDS = {None: "two", 2: "two", 1: "one", np.inf: "largest", -np.inf: "smallest"}
 
 
 @functools.cache
@@ -74,8 +75,7 @@ def _real(dtype) -> dace.typeclass:
 
 
 def _refuse(pv, problem: str, fix: str) -> NotPersistableError:
-    where = f" at {pv.filename}:{pv.current_lineinfo.start_line}" if getattr(pv, "current_lineinfo", None) else ""
-    return NotPersistableError(f"np.linalg.norm(...){where} {problem}. Fix: {fix}")
+    return scans._refuse(pv, problem, fix, call="np.linalg.norm")
 
 
 @oprepo.replaces("numpy.linalg.norm")
@@ -90,7 +90,7 @@ def _linalg_norm(pv, sdfg: dace.SDFG, state: dace.SDFGState, x, ord=None, axis=N
     ndim = len(desc.shape)
     # NumPy: "fro" of matrices only; a matrix's None is Frobenius, its other orders need column sums or singular values
     if ndim == 1:
-        kind = "other" if ord == "fro" else _KINDS.get(ord, "other")
+        kind = _KINDS.get(ord, "other")
     else:
         kind = "two" if ord in (None, "fro") else "other"
     if kind == "other":

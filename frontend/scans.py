@@ -80,9 +80,10 @@ def _accumulator(dtype) -> dace.typeclass:
     return dtype
 
 
-def _refuse(pv, problem: str, fix: str) -> NotPersistableError:
+def _refuse(pv, problem: str, fix: str, call: str = "np.cumsum") -> NotPersistableError:
+    """The refusal of a ``call`` registered here (``np.cumsum``, ``np.linalg.norm``), at the line being parsed."""
     where = f" at {pv.filename}:{pv.current_lineinfo.start_line}" if getattr(pv, "current_lineinfo", None) else ""
-    return NotPersistableError(f"np.cumsum(...){where} {problem}. Fix: {fix}")
+    return NotPersistableError(f"{call}(...){where} {problem}. Fix: {fix}")
 
 
 def _product(extents):

@@ -32,8 +32,9 @@ def rename_map_parameters_named_like_data(sdfg: dace.SDFG) -> int:
 def _names_in_scope(sd: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry) -> set[str]:
     """The names a new parameter of ``entry`` must not take: the SDFG's symbols, and the parameters and free symbols
     of the scope (inner maps included)."""
-    names = set(map(str, sd.symbols)) | set(map(str, state.scope_subgraph(entry).free_symbols))
-    for node in state.scope_subgraph(entry).nodes():
+    scope = state.scope_subgraph(entry)
+    names = set(map(str, sd.symbols)) | set(map(str, scope.free_symbols))
+    for node in scope.nodes():
         if isinstance(node, nodes.MapEntry):
             names |= set(node.map.params)
     return names

@@ -14,13 +14,10 @@ from __future__ import annotations
 import ast
 
 import dace
+import numpy as np
 from dace import dtypes
 from dace.frontend.operations import detect_reduction_type
 from dace.sdfg import nodes
-
-#: the types a true division's transient is retyped from (a bool: np.mean(A > t), whose sum is counted, below)
-_INTEGERS = {dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16,
-             dtypes.uint32, dtypes.uint64}  # fmt: skip
 
 
 def retype_true_divisions(sdfg: dace.SDFG) -> list[str]:
@@ -35,7 +32,8 @@ def retype_true_divisions(sdfg: dace.SDFG) -> list[str]:
             if edge.src_conn not in divided or edge.data.data is None:
                 continue
             desc = state.sdfg.arrays[edge.data.data]
-            if desc.transient and desc.dtype in _INTEGERS:
+            # an integer or a bool (np.mean(A > t), whose sum is counted, below)
+            if desc.transient and np.dtype(desc.dtype.type).kind in "biu":
                 desc.dtype = dtypes.float64
                 retyped.append(edge.data.data)
     return retyped

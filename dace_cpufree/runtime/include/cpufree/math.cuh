@@ -172,7 +172,7 @@ namespace cpufree {
 template <typename T> using operand_t = std::decay_t<decltype(std::declval<const T &>() + 0)>;
 }  // namespace cpufree
 // `a / b` of a Python tasklet: Python's quotient, a float also of two integers (codegen/expressions.py,
-// _TrueDivision); a float operand divides as before.
+// _TaskletMath); a float operand divides as before.
 template <typename A, typename B> __host__ __device__ inline auto py_div(const A &a, const B &b) {
     using VA = cpufree::operand_t<A>;
     using VB = cpufree::operand_t<B>;

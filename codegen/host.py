@@ -273,29 +273,22 @@ extern "C" int cpufree_shmem_copy(void *dst, const void *src, size_t n) {{
 
 
 # A kernel with matrix products is built twice: its body is a force-inlined device function, and two kernels run it,
-# one with the registers ptxas chooses (the DMMA tile's kernels get 222-250, two blocks of 128 threads per
-# multiprocessor) and one bounded to three such blocks (``{kernel}_bounded``: 168 registers, what the tile itself
-# needs). The launcher queries the bounded one's local memory and occupancy where the block is the products' size,
-# counts the largest product's output tiles, and leaves the choice to ``cpufree::take_bounded_build``
+# one with the registers ptxas chooses (NPBench's FP64 product kernels get 212-222, two blocks of 128 threads per
+# multiprocessor) and one bounded to three such blocks (``{kernel}_bounded``: 168 registers; CUTLASS's FP64 tile then
+# spills 96-144 bytes). The launcher queries the bounded one's local memory and occupancy where the block is the
+# products' size, counts the largest product's output tiles, and leaves the choice to ``cpufree::take_bounded_build``
 # (cpufree/launch.h, where the rule and its reasons are; tests/codegen/test_launch_rule.py runs it on the host): a
 # third block per multiprocessor where there are more tiles than multiprocessors and either the bounded build is
 # spill-free and the tiles outnumber the unbounded grid's blocks, or it spills a little and one wave holds them all.
 # One template for both (``__launch_bounds__(128, MinBlocks)``) made the unbounded one 6-7 % slower (k2mm, mlp at S).
-# Measured on H100s (docs/linear-algebra.md): gemm 0.195 -> 0.155 ms at S, 0.725 -> 0.665 ms at paper; k3mm at S
-# 0.218-0.240 -> 0.198-0.217 ms, covariance at paper 0.274 -> 0.220 ms.
-# The body is a template over the build's blocks per multiprocessor (0: unbounded), which its products' calls take as
-# CPUFREE_BLOCKS_PER_SM to choose their tile (cpufree::GemmTileFor): each kernel compiles only its own tile.
+# Measured on H100s with the earlier DMMA tiles (docs/linear-algebra.md): gemm 0.195 -> 0.155 ms at S, 0.725 -> 0.665
+# ms at paper; k3mm at S 0.218-0.240 -> 0.198-0.217 ms, covariance at paper 0.274 -> 0.220 ms.
 BODY_HEAD = """\
-#undef CPUFREE_BLOCKS_PER_SM
-#define CPUFREE_BLOCKS_PER_SM cpufree_blocks_per_sm
-template <int cpufree_blocks_per_sm>
 __device__ __forceinline__ void {kernel}_body"""
 BUILDS = """
-#undef CPUFREE_BLOCKS_PER_SM
-#define CPUFREE_BLOCKS_PER_SM 0
-__global__ void {kernel}({params}) {{ {kernel}_body<0>({args}); }}
+__global__ void {kernel}({params}) {{ {kernel}_body({args}); }}
 __global__ void __launch_bounds__(cpufree::bound_threads({need}), 3)
-{kernel}_bounded({params}) {{ {kernel}_body<3>({args}); }}
+{kernel}_bounded({params}) {{ {kernel}_body({args}); }}
 """
 BOUNDED_BUILD = """\
         cpufree_state.per_sm_bounded = 0;

@@ -1,6 +1,6 @@
 """Matrix products inside the persistent kernel: ``@`` on whole matrices becomes one ``cpufree::gemm`` call of all
-threads (``cpufree/gemm.cuh``: DMMA tiles for FP64, cuBLASDx for FP32); a batch sharing one matrix is one call; a
-batch of matrix pairs keeps DaCe's pure expansion."""
+threads (``cpufree/gemm.cuh``: CUTLASS's block product for FP64, cuBLASDx for FP32); a batch sharing one matrix is one
+call; a batch of matrix pairs keeps DaCe's pure expansion."""
 
 import dataclasses
 import re
@@ -102,12 +102,9 @@ def test_kernels_with_products_are_built_twice_and_the_launcher_counts_their_til
     assert f"__global__ void {kernel}(" in source.code
     bound = "__launch_bounds__(cpufree::bound_threads(cpufree::gemm_threads<double>()), 3)"
     assert f"{bound}\n{kernel}_bounded(" in source.code
-    # each build instantiates the body for its blocks per multiprocessor, which picks the products' tile
-    assert (
-        "template <int cpufree_blocks_per_sm>" in source.code
-        and "#define CPUFREE_BLOCKS_PER_SM cpufree_blocks_per_sm" in source.code
-    )
-    assert f"{kernel}_body<0>(" in source.code and f"{kernel}_body<3>(" in source.code
+    # both kernels run the one body, whose products take the same tile
+    assert source.code.count(f"{kernel}_body(") == 3
+    assert "CPUFREE_BLOCKS_PER_SM" not in source.code
     (call,) = _products(source)
     assert call.tiles == "cpufree::gemm_tiles<double>((long long)(M), (long long)(N))"
     assert call.tile_symbols == {"M", "N"}
@@ -218,24 +215,17 @@ def test_nvcc_builds_the_tensor_core_product(arch, tmp_path):
     assert re.search(r"mma\.sync\.aligned\.m\d+n\d+k\d+\.row\.col\.f64", ptx)  # FP64 tensor cores (DMMA)
     # the kernel bounded to three blocks of the tile's 128 threads per multiprocessor
     assert re.search(rf"\.entry \w*{source.kernel}_bounded\w*\([^)]*\)\s*\.maxntid 128, 1, 1\s*\.minnctapersm 3", ptx)
-    # each build compiles its own tile (cpufree::GemmTileFor): on sm_90 the bounded one the swapped 16x8x8 atoms, the
-    # other the 16x8x4 atoms and, for products of few tiles, the swapped ones too; other architectures split both into
-    # m8n8k4
-    # (the unbounded build's few-tile path is a function of its own, called from that kernel only)
+    # both builds compile CUTLASS's tile: on sm_90 the 16x8x4 DMMA instruction, on sm_80 the 8x8x4 one
     chunks = re.split(r"(?=\.(?:visible\s+)?(?:entry|func)\s)", ptx)
     named = {re.match(r"\.(?:visible\s+)?(?:entry|func)\s+(?:\([^)]*\)\s*)?(\w+)", c).group(1): c for c in chunks[1:]}
     (bounded,) = [body for name, body in named.items() if f"{source.kernel}_bounded" in name]
     (unbounded,) = [body for name, body in named.items() if source.kernel in name and "_bounded" not in name]
-    (few,) = [body for name, body in named.items() if "gemm_tensor_few" in name]
     atoms = {
         label: set(re.findall(r"mma\.sync\.aligned\.(m\d+n\d+k\d+)\.row\.col\.f64", body))
-        for label, body in (("bounded", bounded), ("unbounded", unbounded), ("few", few))
+        for label, body in (("bounded", bounded), ("unbounded", unbounded))
     }
-    assert "gemm_tensor_few" in unbounded and "gemm_tensor_few" not in bounded
-    if arch == "sm_90":
-        assert atoms == {"bounded": {"m16n8k8"}, "unbounded": {"m16n8k4"}, "few": {"m16n8k8"}}
-    else:
-        assert atoms == {"bounded": {"m8n8k4"}, "unbounded": {"m8n8k4"}, "few": {"m8n8k4"}}
+    instruction = "m16n8k4" if arch == "sm_90" else "m8n8k4"
+    assert atoms == {"bounded": {instruction}, "unbounded": {instruction}}
 
 
 @pytest.mark.compile

@@ -193,7 +193,7 @@ def test_mlp_products_are_calls_of_every_thread_with_the_tile_launch():
     source = dace_cpufree.kernel_source(KERNELS["mlp"].program)
     calls = [i for i in items(source) if i.collective]
     assert len(calls) == 3
-    assert all("cpufree::gemm<float, CPUFREE_BLOCKS_PER_SM>((long long)(N)," in "\n".join(c.code) for c in calls)
+    assert all("cpufree::gemm<float>((long long)(N)," in "\n".join(c.code) for c in calls)
     assert (source.need_block, source.dynamic_shared) == (
         "cpufree::gemm_threads<float>()",
         "cpufree::gemm_shared_bytes<float>()",
@@ -211,7 +211,7 @@ def test_nvcc_builds_the_streaming_form(program, arch, tmp_path):
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ptx = (tmp_path / "p.ptx").read_text()
-    if program is skinny_double:  # FP64 products keep the DMMA tiles: the form is not in the kernel
+    if program is skinny_double:  # FP64 products keep the tiles: the form is not in the kernel
         assert "ld.global.cs" not in ptx
         return
     assert re.search(r"ld\.global\.cs\.v4\.f32", ptx)  # B streamed in 16-byte loads

@@ -15,12 +15,11 @@
 // blocks), K is split over blocks: C is first scaled by beta, one grid sync, then the partial products are added
 // atomically (so results may then differ from run to run in the last bits).
 //
-// FP64 (GemmTileDmma) runs CuTe's DMMA atoms warp by warp on swizzled shared layouts, fragment loads and staging
-// of its own (cpufree/gemm_dmma.cuh, gemm_tensor_dmma below): cuBLASDx 0.4's block GEMM picks the 16x8x4 atom with
-// 32x32 warp tiles and spends many instructions on staging and fragment addressing (0.49-0.55x cuBLAS's FP64 speed
-// at 1000-4096 on an H100). Kernels of three blocks per multiprocessor multiply C^T = B^T A^T on 16x8x8 atoms, every
-// fragment one 16-byte load into its operand registers (0.67-0.92x), others C = A B on 16x8x4 atoms (0.60-0.73x):
-// GemmTileFor. FP32 (GemmTile) stays on cuBLASDx's block GEMM, on FFMA as cuBLAS does by default (no TF32).
+// FP64 (GemmTileCutlass) runs each output tile on CUTLASS's block-level multistage product (cpufree/gemm_cutlass.cuh,
+// gemm_tensor_cutlass below; the CUTLASS copy the MathDx wheel ships), on the DMMA tensor cores: measured alone on an
+// H100 it was faster than cuBLASDx 0.4's block GEMM (0.49-0.55x cuBLAS's FP64 speed) and than the DMMA tiles written
+// here before it, at every size measured (docs/linear-algebra.md). FP32 (GemmTile) stays on cuBLASDx's block GEMM, on
+// FFMA as cuBLAS does by default (no TF32).
 //
 // FP32 products with few output rows (M <= skinny::kMaxRows, B untransposed) take neither: B is streamed once in
 // 16-byte loads with all rows of C in registers (cpufree/gemm_skinny.cuh, gemm_skinny below), in the same launch
@@ -42,7 +41,7 @@
 #ifndef CPUFREE_GEMM_PLAIN
 // -I <nvidia-mathdx wheel>/nvidia/mathdx/include -I <nvidia-mathdx wheel>/nvidia/mathdx/external/cutlass/include
 #include <cublasdx.hpp>
-#include "gemm_dmma.cuh"
+#include "gemm_cutlass.cuh"
 #include "gemm_skinny.cuh"
 #endif
 #endif
@@ -60,25 +59,24 @@ struct GemmTile {
     static constexpr int kStages = Stages_;
 };
 
-// FP64 only: the same schedule and pipeline, with the tile product written directly on the DMMA tensor cores
-// (cpufree/gemm_dmma.cuh) instead of cuBLASDx's block GEMM. WarpsM x WarpsN warps split the output tile
-// (Threads = 32 * WarpsM * WarpsN); each multiplies 16 x 8 x AtomK atoms (AtomK 4, 8 or 16).
-template <int TileM_, int TileN_, int TileK_, int WarpsM_, int WarpsN_, int AtomK_, int Stages_>
-struct GemmTileDmma {
+// FP64 only: the same schedule, each output tile on CUTLASS's block-level multistage product (cpufree/gemm_cutlass.cuh):
+// TileM x TileN x TileK in Stages shared buffers, WarpsM x WarpsN warps, 16 x 8 x InstK DMMA instructions on sm_90
+// (InstK 4: see gemm_cutlass.cuh).
+template <int TileM_, int TileN_, int TileK_, int WarpsM_, int WarpsN_, int InstK_, int Stages_>
+struct GemmTileCutlass {
     static constexpr int kTileM = TileM_, kTileN = TileN_, kTileK = TileK_;
-    static constexpr int kWarpsM = WarpsM_, kWarpsN = WarpsN_, kAtomK = AtomK_;
+    static constexpr int kWarpsM = WarpsM_, kWarpsN = WarpsN_, kInstK = InstK_;
     static constexpr int kThreads = 32 * WarpsM_ * WarpsN_;
     static constexpr int kStages = Stages_;
-    static constexpr bool kDmma = true;
+    static constexpr bool kCutlass = true;
 };
 
-// Whether a tile configuration takes the direct DMMA product (GemmTileDmma) rather than cuBLASDx's.
-template <typename Tile, typename = void> struct gemm_tile_is_dmma { static constexpr bool value = false; };
-template <typename Tile> struct gemm_tile_is_dmma<Tile, decltype(void(Tile::kDmma))> {
-    static constexpr bool value = Tile::kDmma;
+template <typename Tile, typename = void> struct gemm_tile_is_cutlass { static constexpr bool value = false; };
+template <typename Tile> struct gemm_tile_is_cutlass<Tile, decltype(void(Tile::kCutlass))> {
+    static constexpr bool value = Tile::kCutlass;
 };
 
-// Element types that take the tensor path (DMMA or cuBLASDx); any other T (integers) takes a plain loop nest.
+// Element types that take the tensor path (CUTLASS or cuBLASDx); any other T (integers) takes a plain loop nest.
 template <typename T> struct gemm_uses_library { static constexpr bool value = false; };
 #if !defined(CPUFREE_EMULATE) && !defined(CPUFREE_GEMM_PLAIN)
 template <> struct gemm_uses_library<double> { static constexpr bool value = true; };
@@ -89,23 +87,8 @@ template <> struct gemm_uses_library<float> { static constexpr bool value = true
 // sizes (docs/linear-algebra.md). Larger tiles gain only at the largest sizes and would cost the fused kernel's
 // other steps their occupancy (one register allocation and one block size serve every step).
 template <typename T> struct GemmDefault { using type = GemmTile<64, 64, 16, 128, 3>; };
-template <> struct GemmDefault<double> { using type = GemmTileDmma<64, 64, 16, 2, 2, 4, 3>; };  // 48 KiB shared
+template <> struct GemmDefault<double> { using type = GemmTileCutlass<64, 64, 16, 2, 2, 4, 3>; };  // 48 KiB shared
 template <> struct GemmDefault<float> { using type = GemmTile<64, 128, 16, 128, 3>; };  // 36 KiB shared
-
-// The tile of a product in a kernel built for at least MinBlocks blocks per multiprocessor (its
-// __launch_bounds__; 0: unbounded, ptxas chooses the registers). FP64 at three blocks (the fused kernel's bounded build,
-// codegen/host.py) takes the swapped 16x8x8 atoms of C^T = B^T A^T, elsewhere the 16x8x4 atoms of C = A B: measured in
-// kernels of two blocks per multiprocessor (NPBench's k2mm, k3mm at paper, covariance at S) the swapped tile lost, in
-// kernels of three (gemm, doitgen) it won (docs/linear-algebra.md); an unbounded kernel's products of few tiles take
-// it too (gemm below). Both have the same tile size, block and shared memory, so the launcher's facts (below) hold for
-// either.
-template <typename T, int MinBlocks> struct GemmTileFor { using type = typename GemmDefault<T>::type; };
-template <> struct GemmTileFor<double, 3> { using type = GemmTileDmma<64, 64, 16, 2, 2, 8, 3>; };
-
-// A generated kernel's bounded build declares its body's product calls with its MinBlocks through this name.
-#ifndef CPUFREE_BLOCKS_PER_SM
-#define CPUFREE_BLOCKS_PER_SM 0
-#endif
 
 // Facts for the launcher: the block size gemm<T>'s tile is built for (a larger block works, its extra threads
 // only help staging; a smaller one takes the plain path), and the dynamic shared memory each block needs.
@@ -116,6 +99,11 @@ __host__ __device__ constexpr int gemm_threads() {
 }
 template <typename T, typename Tile = typename GemmDefault<T>::type>
 __host__ __device__ constexpr unsigned long long gemm_shared_bytes() {
+#if !defined(CPUFREE_EMULATE) && !defined(CPUFREE_GEMM_PLAIN)
+    if constexpr (gemm_tile_is_cutlass<Tile>::value)
+        return cutlass_tile::Shared<Tile::kTileM, Tile::kTileN, Tile::kTileK, Tile::kWarpsM, Tile::kWarpsN,
+                                    Tile::kInstK, Tile::kStages>::kBytes;
+#endif
     return gemm_uses_library<T>::value
                ? (unsigned long long)Tile::kStages * (Tile::kTileM + Tile::kTileN) * Tile::kTileK * sizeof(T)
                : 0;
@@ -128,18 +116,12 @@ __host__ __device__ constexpr long long gemm_tiles(long long M, long long N) {
                                        : 0;
 }
 
-static_assert(gemm_threads<double, GemmTileFor<double, 3>::type>() == gemm_threads<double>() &&
-                  gemm_shared_bytes<double, GemmTileFor<double, 3>::type>() == gemm_shared_bytes<double>() &&
-                  GemmTileFor<double, 3>::type::kTileM == GemmDefault<double>::type::kTileM &&
-                  GemmTileFor<double, 3>::type::kTileN == GemmDefault<double>::type::kTileN,
-              "every build's tile keeps the launcher's facts");
-
 #if defined(CPUFREE_EMULATE)
 
 // ---- Host emulation: the definition, in plain loops ------------------------------------------------
 // Grid-stride over the elements of C like the device's plain path, so that the race checker's threads share
 // the work; the pointers are generic so that its recording arrays (racecheck.h) see every access.
-template <typename T, int MinBlocks = 0, typename PA, typename PB, typename PC>
+template <typename T, typename PA, typename PB, typename PC>
 inline void gemm(long long M, long long N, long long K, T alpha, PA A, long long lda, bool transA, PB B,
                  long long ldb, bool transB, T beta, PC C, long long ldc) {
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -290,7 +272,7 @@ __device__ inline void stage_copy(const V *src, V *dst, bool inside) {
 #endif
 }
 
-// Shared-memory tiles have swizzled layouts (cuBLASDx's suggested ones, or gemm_dmma.cuh's). A copy of VecElems consecutive
+// Shared-memory tiles have swizzled layouts (cuBLASDx's suggested ones). A copy of VecElems consecutive
 // elements along a row of the tile can be one 16-byte cp.async when the layout keeps them adjacent and
 // aligned there: checked once at compile time over the whole tile.
 template <typename Layout, int Rows, int Cols, int VecElems>
@@ -377,203 +359,62 @@ __device__ inline Schedule start_schedule(long long M, long long N, long long K,
     return s;
 }
 
-// Staging of one untransposed operand tile (Rows x Cols, 16-byte copies) into shared memory by the first Threads
-// threads, from source pointers that advance along K. KAlongCols: K runs along the tile's columns (A: M x K) or rows
-// (B: K x N). Each thread copies kCopies chunks of one column chunk, kRowStep rows apart: their shared-memory offsets
-// are fixed for the whole product and the bounds along the dimension K does not run along are checked once per
-// output tile, so a K step costs one add per chunk and its K bound. For operands with vector_copies_ok, and tiles
-// that the Threads threads split evenly (fits()).
-template <typename T, int Rows, int Cols, int Threads, bool KAlongCols>
-struct LeanStage {
-    static constexpr int kVec = 16 / int(sizeof(T));
-    static constexpr int kPerRow = Cols / kVec;
-    static constexpr bool fits() {
-        return Cols % kVec == 0 && Threads % kPerRow == 0 && (Rows * kPerRow) % Threads == 0;
-    }
-    static constexpr int kRowStep = fits() ? Threads / kPerRow : 1, kCopies = fits() ? Rows * kPerRow / Threads : 1;
-    static_assert(kCopies <= 32, "one bit per copy");
-    int offset[kCopies];   // shared-memory element offsets in a stage buffer
-    int r0, c;             // this thread's first row and its column in the tile
-    long long row_stride;  // kRowStep * ld
-    const T *src;          // the first copy's source at K step 0 of the current tile (row0 + r0, col0 + c)
-    unsigned fixed_ok;     // bit i: copy i lies inside along the dimension that K does not run along
-
-    template <typename Layout>
-    __device__ void prepare(Layout layout, long long ld) {
-        static_assert(rows_vectorizable<Layout, Rows, Cols, kVec>(), "the layout splits 16-byte chunks");
-        const int tid = int(threadIdx.x) < Threads ? int(threadIdx.x) : 0;
-        r0 = tid / kPerRow;
-        c = (tid % kPerRow) * kVec;
-#pragma unroll
-        for (int i = 0; i < kCopies; ++i) offset[i] = int(layout(r0 + i * kRowStep, c));
-        row_stride = (long long)kRowStep * ld;
-    }
-    // A new output tile: K step 0 starts at (row0, col0); `rows` x `cols` is the operand's extent.
-    __device__ void start(const T *X, long long ld, long long row0, long long col0, long long rows, long long cols) {
-        src = X + (row0 + r0) * ld + col0 + c;
-        fixed_ok = 0;
-#pragma unroll
-        for (int i = 0; i < kCopies; ++i) {
-            const bool ok = KAlongCols ? row0 + r0 + i * kRowStep < rows : col0 + c < cols;
-            fixed_ok |= unsigned(ok) << i;
-        }
-    }
-    // The K step starting k0 after the tile's first k (k_left = K - the tile's first k) into `base`.
-    __device__ void copy(T *base, const T *X, long long ld, long long k0, long long k_left) const {
-        using Vec = cute::uint128_t;
-        if (int(threadIdx.x) >= Threads) return;
-        const T *p = KAlongCols ? src + k0 : src + k0 * ld;
-#pragma unroll
-        for (int i = 0; i < kCopies; ++i) {
-            const bool k_ok = KAlongCols ? k0 + c < k_left : k0 + r0 + i * kRowStep < k_left;
-            const bool inside = ((fixed_ok >> i) & 1u) && k_ok;
-            const T *q = p + i * row_stride;
-            stage_copy(reinterpret_cast<const Vec *>(inside ? q : X), reinterpret_cast<Vec *>(base + offset[i]), inside);
-        }
-    }
-};
-
-// Tensor path, GemmTileDmma tiles (double): the same schedule and pipeline as the cuBLASDx path below, with each warp
-// multiplying its share of the tile on the DMMA tensor cores (cpufree/gemm_dmma.cuh). Untransposed, 16-byte aligned
-// operands are staged by LeanStage, others (transposed, misaligned) by stage_tile. The epilogue writes each lane's
-// runs of adjacent columns of a row (four, or two for swapped atoms) as 16-byte stores where C allows. Threads past
-// Tile::kThreads only help staging in stage_tile.
-template <typename T, typename Tile>
-__device__ void gemm_tensor_dmma(long long M, long long N, long long K, T alpha, const T *A, long long lda,
-                                 bool transA, const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,
-                                 long long forced_splits) {
-    static_assert(cute::is_same_v<T, double>, "GemmTileDmma tiles multiply doubles");
-    constexpr int TM = Tile::kTileM, TN = Tile::kTileN, TK = Tile::kTileK, kStages = Tile::kStages;
-    constexpr int kStageA = TM * TK, kStageB = TK * TN;
-    using W = dmma::Warp<TM, TN, TK, Tile::kWarpsM, Tile::kWarpsN, Tile::kAtomK>;
-    static_assert(kStages >= 2, "the pipeline needs two stages or more");
-
-    T *const smem_a = reinterpret_cast<T *>(dynamic_shared());
-    T *const smem_b = smem_a + kStages * kStageA;
-    static_assert((kStageA * kStages * sizeof(T)) % 16 == 0, "B stages start 16-byte aligned");
-    constexpr typename W::LA layout_a{};
-    constexpr typename W::LB layout_b{};
+// FP64 tiles on CUTLASS's block-level product (GemmTileCutlass, cpufree/gemm_cutlass.cuh); LayoutA/LayoutB: RowMajor
+// for an untransposed operand, ColumnMajor for a transposed one.
+template <typename T, typename Tile, typename LayoutA, typename LayoutB>
+__device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alpha, const T *A, long long lda,
+                                    const T *B, long long ldb, T beta, T *C, long long ldc, long long forced_splits) {
+    static_assert(cute::is_same_v<T, double>, "GemmTileCutlass tiles multiply doubles");
+    using Mma = typename cutlass_tile::Product<Tile::kTileM, Tile::kTileN, Tile::kTileK, Tile::kWarpsM, Tile::kWarpsN,
+                                               Tile::kInstK, Tile::kStages, LayoutA, LayoutB>::Mma;
+    constexpr int TM = Tile::kTileM, TN = Tile::kTileN, TK = Tile::kTileK;
+    constexpr int kLdc = cutlass_tile::Shared<TM, TN, TK, Tile::kWarpsM, Tile::kWarpsN, Tile::kInstK,
+                                              Tile::kStages>::kLdc;
+    auto &storage = *reinterpret_cast<typename Mma::SharedStorage *>(dynamic_shared());
+    T *const staged = reinterpret_cast<T *>(dynamic_shared());
 
     const Schedule s = start_schedule<Tile>(M, N, K, beta, C, ldc, forced_splits);
-    const bool vec_a = !transA && vector_copies_ok(A, lda, K);
-    const bool vec_b = !transB && vector_copies_ok(B, ldb, N);
-    const bool vec_c = (reinterpret_cast<unsigned long long>(C) % 16 == 0) && ldc % 2 == 0;
-    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-    const bool computes = int(threadIdx.x) < Tile::kThreads;
-    const typename W::Offsets offsets = W::offsets(warp, lane);
-
-    using LeanA = LeanStage<T, TM, TK, Tile::kThreads, true>;
-    using LeanB = LeanStage<T, TK, TN, Tile::kThreads, false>;
-    LeanA lean_a;
-    LeanB lean_b;
-    if constexpr (LeanA::fits()) lean_a.prepare(layout_a, lda);
-    if constexpr (LeanB::fits()) lean_b.prepare(layout_b, ldb);
+    const int thread = int(threadIdx.x), warp = thread / 32, lane = thread % 32;
+    const bool computes = thread < Tile::kThreads;
+    const typename Mma::IteratorA::Params params_a{LayoutA(lda)};
+    const typename Mma::IteratorB::Params params_b{LayoutB(ldb)};
 
     const long long work = s.tiles * s.splits;
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {
         const WorkUnit u = work_unit<Tile>(s, w);
-        const long long m0 = u.m0, n0 = u.n0;
-        const int nk = int(u.count);
-        const long long kfirst = u.first * TK;
-        if constexpr (LeanA::fits()) if (vec_a) lean_a.start(A, lda, m0, kfirst, M, K);
-        if constexpr (LeanB::fits()) if (vec_b) lean_b.start(B, ldb, kfirst, n0, K, N);
-
-        auto stage = [&](int step, int buf) {  // copy K step `step` of this range into stage buffer `buf`
-            const long long k0 = kfirst + (long long)step * TK;
-            T *const sa = smem_a + buf * kStageA, *const sb = smem_b + buf * kStageB;
-            if (LeanA::fits() && vec_a) lean_a.copy(sa, A, lda, (long long)step * TK, K - kfirst);
-            else stage_tile<T, TM, TK>(sa, layout_a, A, lda, transA, m0, k0, M, K, vec_a);
-            if (LeanB::fits() && vec_b) lean_b.copy(sb, B, ldb, (long long)step * TK, K - kfirst);
-            else stage_tile<T, TK, TN>(sb, layout_b, B, ldb, transB, k0, n0, K, N, vec_b);
-        };
-
-        double acc[W::kMI][W::kNJ][4];
-#pragma unroll
-        for (int i = 0; i < W::kMI; ++i)
-#pragma unroll
-            for (int j = 0; j < W::kNJ; ++j)
-#pragma unroll
-                for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.0;
-
-        // Pipeline: kStages - 1 steps in flight ahead of the one being multiplied, one cp.async group per step and
-        // thread (empty ones too), so wait<kStages - 2> means "the oldest step not yet waited for has landed".
-        for (int p = 0; p < kStages - 1; ++p) {
-            if (p < nk) stage(p, p);
-            cute::cp_async_fence();
-        }
-        int read_buf = 0, write_buf = kStages - 1;
-        for (int kt = 0; kt < nk; ++kt) {
-            cute::cp_async_wait<kStages - 2>();
-            __syncthreads();  // step kt visible to all; the buffer step kt - 1 used is free again
-            if (kt + kStages - 1 < nk) stage(kt + kStages - 1, write_buf);
-            cute::cp_async_fence();
-            if (computes) {  // fragments of K block kb + 1 load while block kb multiplies
-                const T *sa = smem_a + read_buf * kStageA, *sb = smem_b + read_buf * kStageB;
-                typename W::Frag f[2];
-                W::load(f[0], sa, sb, offsets, warp, lane, 0);
-#pragma unroll
-                for (int kb = 0; kb < W::kKB; ++kb) {
-                    if (kb + 1 < W::kKB) W::load(f[(kb + 1) & 1], sa, sb, offsets, warp, lane, kb + 1);
-#pragma unroll
-                    for (int i = 0; i < W::kMI; ++i)
-#pragma unroll
-                        for (int j = 0; j < W::kNJ; ++j)
-                            dmma::dmma<Tile::kAtomK>(acc[i][j], f[kb & 1].a[i], f[kb & 1].b[j]);
-                }
-            }
-            read_buf = read_buf + 1 == kStages ? 0 : read_buf + 1;
-            write_buf = write_buf + 1 == kStages ? 0 : write_buf + 1;
-        }
-        cute::cp_async_wait<0>();
-
-        // Epilogue straight from registers, runs of adjacent columns as 16-byte stores where C allows. AtomK 4: atoms
-        // 2 p and 2 p + 1 hold columns 16 p + 4 t0 + {0, 1, 2, 3} of rows t1 (v = 0, 1) and t1 + 8 (v = 2, 3) as
-        // acc[2 p][v0], acc[2 p + 1][v0], acc[2 p][v0 + 1], acc[2 p + 1][v0 + 1]. Swapped atoms (W::kSwapped): atom
-        // (i, j) holds columns 16 i + 2 t1 + {0, 1} of rows 8 j + 2 t0 + v0 as acc[i][j][v0], acc[i][j][v0 + 2].
-        auto put = [&](long long gm, long long gn, const T *v, int n) {
-            if (gm >= M) return;
-            T *c = C + gm * ldc + gn;
-            if (s.splits == 1 && vec_c && gn + n - 1 < N) {
-                for (int e = 0; e < n; e += 2) {
-                    double2 *c2 = reinterpret_cast<double2 *>(c + e);
-                    double2 out{v[e], v[e + 1]};
-                    if (beta != T(0)) {
-                        const double2 old = *c2;
-                        out.x += beta * old.x, out.y += beta * old.y;
-                    }
-                    *c2 = out;
-                }
-            } else {
-                for (int e = 0; e < n; ++e)
-                    if (gn + e < N) {
-                        if (s.splits > 1) atomicAdd(c + e, v[e]);
-                        else c[e] = beta == T(0) ? v[e] : v[e] + beta * c[e];
-                    }
-            }
-        };
+        const long long kbegin = u.first * TK;
+        long long kend = (u.first + u.count) * TK;
+        if (kend > K) kend = K;
+        typename Mma::FragmentC acc;
+        acc.clear();
         if (computes) {
-#pragma unroll
-            for (int i = 0; i < W::kMI; ++i) {
-                if constexpr (W::kSwapped) {
-#pragma unroll
-                    for (int j = 0; j < W::kNJ; ++j)
-#pragma unroll
-                        for (int v0 = 0; v0 < 2; ++v0) {
-                            const T v[2] = {alpha * acc[i][j][v0], alpha * acc[i][j][v0 + 2]};
-                            put(m0 + W::c_row(warp, lane, i, j, v0), n0 + W::c_col(warp, lane, i, j, v0), v, 2);
-                        }
-                } else {
-#pragma unroll
-                    for (int r = 0; r < 2; ++r)
-#pragma unroll
-                        for (int p = 0; p < W::kNJ / 2; ++p) {
-                            const T v[4] = {alpha * acc[i][2 * p][2 * r], alpha * acc[i][2 * p + 1][2 * r],
-                                            alpha * acc[i][2 * p][2 * r + 1], alpha * acc[i][2 * p + 1][2 * r + 1]};
-                            put(m0 + W::c_row(warp, lane, i, 2 * p, 2 * r), n0 + W::c_col(warp, lane, i, 2 * p, 0), v,
-                                4);
-                        }
-                }
-            }
+            // CUTLASS's iterators take the K range as [kbegin, kend) of an extent ending at kend.
+            typename Mma::IteratorA it_a(params_a, const_cast<T *>(A), {int(M), int(kend)}, thread,
+                                         {int(u.m0), int(kbegin)});
+            typename Mma::IteratorB it_b(params_b, const_cast<T *>(B), {int(kend), int(N)}, thread,
+                                         {int(kbegin), int(u.n0)});
+            Mma mma(storage, thread, warp, lane);
+            const int iterations = int((kend - kbegin + TK - 1) / TK);
+            if (iterations > 0) mma(iterations, acc, it_a, it_b, acc);
+            cutlass::arch::cp_async_wait<0>();
+        }
+        __syncthreads();  // every warp done with the pipeline's buffers: they take the C tile now
+        if (computes) {
+            const int wm = warp % Tile::kWarpsM, wn = warp / Tile::kWarpsM;
+            typename Mma::Operator::IteratorC it_c({staged, cutlass::layout::RowMajor(kLdc)}, lane);
+            it_c.add_tile_offset({wm, wn});
+            it_c.store(acc);
+        }
+        __syncthreads();
+        // The block writes the tile row by row: consecutive threads, consecutive columns.
+        for (int e = thread; e < TM * TN; e += int(blockDim.x)) {
+            const int r = e / TN, c = e % TN;
+            const long long gm = u.m0 + r, gn = u.n0 + c;
+            if (gm >= M || gn >= N) continue;
+            const T v = alpha * staged[r * kLdc + c];
+            T *out = C + gm * ldc + gn;
+            if (s.splits > 1) atomicAdd(out, v);
+            else *out = beta == T(0) ? v : v + beta * *out;
         }
         __syncthreads();  // the next tile (or the caller's next gemm) refills the shared buffers
     }
@@ -761,31 +602,35 @@ __device__ inline bool skinny_applies(long long M, bool transB) {
                gemm_shared_bytes<T, Tile>();
 }
 
-// Tensor path: the tile policy picks the product (GemmTileDmma: direct DMMA; GemmTile: cuBLASDx).
+// Tensor path: the tile policy picks the product (GemmTileCutlass: CUTLASS, FP64; GemmTile: cuBLASDx).
 template <typename T, typename Tile>
 __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
                             const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,
                             long long forced_splits = 0) {
-    if constexpr (gemm_tile_is_dmma<Tile>::value)
-        gemm_tensor_dmma<T, Tile>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc, forced_splits);
-    else
+    if constexpr (gemm_tile_is_cutlass<Tile>::value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+        // No FP64 tensor cores (and no cp.async) before sm_80.
+        gemm_plain<T>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
+        return;
+#endif
+        using cutlass_tile::Col, cutlass_tile::Row;
+        if (!transA && !transB)
+            gemm_tensor_cutlass<T, Tile, Row, Row>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, forced_splits);
+        else if (!transA)
+            gemm_tensor_cutlass<T, Tile, Row, Col>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, forced_splits);
+        else if (!transB)
+            gemm_tensor_cutlass<T, Tile, Col, Row>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, forced_splits);
+        else
+            gemm_tensor_cutlass<T, Tile, Col, Col>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, forced_splits);
+    } else
         gemm_tensor_cublasdx<T, Tile>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc, forced_splits);
-}
-
-// The unbounded build's few-tile path (gemm, below) as a call of its own rather than inlined into the kernel's body
-// beside the 16x8x4 tile loop: k2mm at paper, whose products never take it, ran 5.27-5.42 ms with it inlined and
-// 5.08-5.22 ms out of line (H100, five alternating pairs; docs/linear-algebra.md).
-template <typename T, typename Tile>
-__device__ __noinline__ void gemm_tensor_few(long long M, long long N, long long K, T alpha, const T *A, long long lda,
-                                             const T *B, long long ldb, T beta, T *C, long long ldc) {
-    gemm_tensor<T, Tile>(M, N, K, alpha, A, lda, false, B, ldb, false, beta, C, ldc);
 }
 
 #endif  // !CPUFREE_GEMM_PLAIN
 
 }  // namespace gemm_detail
 
-template <typename T, int MinBlocks = 0, typename Tile = typename GemmTileFor<T, MinBlocks>::type>
+template <typename T, typename Tile = typename GemmDefault<T>::type>
 __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
                      const T *B, long long ldb, bool transB, T beta, T *C, long long ldc) {
 #if !defined(CPUFREE_GEMM_PLAIN)
@@ -793,7 +638,7 @@ __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A,
     // such a launch takes the (slow, correct) plain path. The launcher avoids it with gemm_threads<T>().
     if constexpr (gemm_uses_library<T>::value) {
         // Few rows: FP32 only. In FP64 the streaming form reached 1.7-2.6 TB/s on B and 0.67-0.97x cuBLAS on four
-        // of five shapes (H100): the DMMA tiles keep those products.
+        // of five shapes (H100): the tiles keep those products.
         if constexpr (sizeof(T) == 4) {
             if (blockDim.x >= Tile::kThreads && gemm_detail::skinny_applies<T, Tile>(M, transB)) {
                 if (M <= 4)
@@ -803,19 +648,6 @@ __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A,
                 else
                     gemm_detail::gemm_skinny<T, Tile, skinny::kMaxRows>(M, N, K, alpha, A, lda, transA, B, ldb, beta,
                                                                          C, ldc);
-                return;
-            }
-        }
-        // Products of no more output tiles than the grid has blocks, in a kernel built without bounds, take the swapped
-        // tile too where both operands are untransposed: measured alone on an H100 it is 1.04-1.12x cuBLAS at NPBench's
-        // k2mm and k3mm sizes at S against 0.87-0.92x for the 16x8x4 tile, which keeps the products of more tiles (in
-        // kernels of two blocks per multiprocessor it won at paper; docs/linear-algebra.md). The two tiles have the
-        // same size, block and shared memory.
-        using Few = typename GemmTileFor<T, 3>::type;
-        if constexpr (MinBlocks == 0 && !cute::is_same_v<Few, Tile>) {
-            if (!transA && !transB && blockDim.x >= Few::kThreads &&
-                gemm_tiles<T, Few>(M, N) <= (long long)gridDim.x) {
-                gemm_detail::gemm_tensor_few<T, Few>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
                 return;
             }
         }

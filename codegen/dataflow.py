@@ -17,7 +17,7 @@ from .expressions import INDEX_T
 from .ir import Executor, Item
 from .loops import indent
 from .maps import map_item
-from .scopes import ScopeWriter, copy_body, topological
+from .scopes import ScopeWriter, copy_body, topological, whole_run_copy
 
 
 def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> Item:
@@ -120,8 +120,12 @@ def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
     """A copy between two containers outside any map, as a grid-stride loop. A copy of one element runs on thread
     0 alone (the loop's only iteration), so it is a leader item: between it and the scalar tasklets around it
     (also the leader's) program order suffices, and no grid sync is placed."""
-    body, n = copy_body(ctx, state, edge, "__f", None)
-    code = [f"for ({INDEX_T} __f = __tid; __f < {n}; __f += __nthreads) {{"] + indent(body) + ["}"]
+    run = whole_run_copy(ctx, state, edge)
+    if run is not None:
+        code, n = run
+    else:
+        body, n = copy_body(ctx, state, edge, "__f", None)
+        code = [f"for ({INDEX_T} __f = __tid; __f < {n}; __f += __nthreads) {{"] + indent(body) + ["}"]
     device = ctx.device
     reads = frozenset({edge.src.data} & device)
     writes = frozenset({edge.dst.data} & device)

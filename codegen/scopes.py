@@ -249,6 +249,26 @@ def copy_body(ctx: KernelContext, state: SDFGState, edge, flat: str, owned: list
     return lines + [f"cpufree::atomic_combine<{op}>(&{dst_expr}, {src_expr});"], n
 
 
+def whole_run_copy(ctx: KernelContext, state: SDFGState, edge) -> tuple[list[str], str] | None:
+    """A grid-wide copy between two different containers whose ends are each one run of memory: one call of every
+    thread, ``cpufree::copy_run`` (16-byte vectors where both runs are equally aligned, several loads in flight per
+    thread: the element loop kept one, which at two blocks of 128 threads per multiprocessor left NPBench's doitgen
+    copy latency-bound). The code and the element count; ``None`` where the element loop stays: one element, a
+    write-conflict resolution, views (which may alias), the race checker (which records each element's access)."""
+    src, src_sub, dst, dst_sub = memlets.ends(state, edge)
+    if edge.data.wcr is not None or ctx.race_check or src == dst or src in ctx.views or dst in ctx.views:
+        return None
+    if src_sub.num_elements() == 1 or not (_linear_run(ctx, src, src_sub) and _linear_run(ctx, dst, dst_sub)):
+        return None
+    arrays = ctx.sdfg.arrays
+    if arrays[src].dtype != arrays[dst].dtype:
+        return None
+    n = cexpr(src_sub.num_elements())
+    first_src = f"{src} + ({subset_offset(arrays[src], src_sub)})"
+    first_dst = f"{dst} + ({subset_offset(arrays[dst], dst_sub)})"
+    return [f"cpufree::copy_run({first_dst}, {first_src}, (long long)({n}), __tid, __nthreads);"], n
+
+
 def _linear_run(ctx: KernelContext, name: str, sub: subsets.Subset) -> bool:
     """Whether the elements of ``name[sub]``, taken in row-major order, lie one after another in memory: DaCe's
     contiguous subset (``Range.is_contiguous_subset``: unit steps, a one-dimensional slice of stride 1 or a contiguous

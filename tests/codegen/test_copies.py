@@ -109,16 +109,27 @@ def _copy_lines(code: str) -> dict[str, list[str]]:
     return found
 
 
-def test_copies_of_one_run_of_memory_index_it_directly():
-    """A copy whose ends are each one run of memory in row-major order indexes both at an offset plus the loop's
-    flat index; only a strided end needs the index decoded (a division per dimension)."""
+def test_copies_of_one_run_of_memory_are_one_call_of_every_thread():
+    """A copy whose ends are each one run of memory in row-major order (two different containers) is one
+    ``cpufree::copy_run`` from the ends' first elements (16-byte vectors, several loads in flight per thread); only a
+    strided end keeps the element loop with its index decoded (a division per dimension). Under the race checker
+    every copy keeps the element loop, each access recorded, indexed at an offset plus the flat index."""
     code = dace_cpufree.kernel_source(block_copies).code
+    runs = [line.strip() for line in code.splitlines() if "cpufree::copy_run(" in line]
+    assert len(runs) == 2, runs
+    assert any(r.startswith("cpufree::copy_run(b + (") and ", a + (" in r for r in runs), runs
+    assert any(r.startswith("cpufree::copy_run(b + (") and ", c + (" in r for r in runs), runs
     copies = _copy_lines(code)
-    assert all(len(lines) == 1 for lines in copies.values()), copies
-    for name in ("a -> b", "c -> b"):
-        assert copies[name][0].count("+ __f]") == 2, copies[name]
-    assert "__f" not in copies["a -> c"][0] and "__s0" in copies["a -> c"][0]
+    assert copies["a -> b"] == [] and copies["c -> b"] == []
+    assert len(copies["a -> c"]) == 1 and "__f" not in copies["a -> c"][0] and "__s0" in copies["a -> c"][0]
     assert code.count("__s = __s / (") == 2  # the strided copy's source decoded: three dimensions
+
+    checked = dace_cpufree.kernel_source(block_copies, backend="emulate", race_check=True).code
+    assert "cpufree::copy_run(" not in checked
+    for name, lines in _copy_lines(checked).items():
+        assert len(lines) == 1, (name, lines)
+        if name != "a -> c":
+            assert lines[0].count("+ __f]") == 2, lines
 
 
 @pytest.mark.parametrize("backend", ["emulate", pytest.param("cuda", marks=pytest.mark.gpu)])

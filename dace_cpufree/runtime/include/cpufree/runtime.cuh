@@ -447,6 +447,42 @@ template <Op op, typename T> __device__ inline void atomic_combine(T *ptr, T val
 #endif
 }
 
+// A copy of n elements from one run of memory to another that does not overlap it, by every thread of the grid
+// (thread tid of nthreads; codegen/scopes.py, whole_run_copy). On the device, 16-byte vectors where both runs have the
+// same alignment within 16 bytes, and four loads in flight per thread before their stores in either form.
+template <typename T>
+__host__ __device__ inline void copy_run(T *dst, const T *src, long long n, long long tid, long long nthreads) {
+    long long f = tid;
+#if !defined(CPUFREE_EMULATE)
+    if constexpr (sizeof(T) <= 16 && 16 % sizeof(T) == 0) {
+        const unsigned long long a = reinterpret_cast<unsigned long long>(dst);
+        const unsigned long long b = reinterpret_cast<unsigned long long>(src);
+        if (a % 16 == b % 16) {
+            constexpr long long kPer = 16 / (long long)sizeof(T);
+            long long head = (long long)((16 - a % 16) % 16) / (long long)sizeof(T);
+            if (head > n) head = n;
+            const long long vectors = (n - head) / kPer;
+            const uint4 *s = reinterpret_cast<const uint4 *>(src + head);
+            uint4 *d = reinterpret_cast<uint4 *>(dst + head);
+            long long v = tid;
+            for (; v + 3 * nthreads < vectors; v += 4 * nthreads) {
+                const uint4 x0 = s[v], x1 = s[v + nthreads], x2 = s[v + 2 * nthreads], x3 = s[v + 3 * nthreads];
+                d[v] = x0, d[v + nthreads] = x1, d[v + 2 * nthreads] = x2, d[v + 3 * nthreads] = x3;
+            }
+            for (; v < vectors; v += nthreads) d[v] = s[v];
+            for (long long g = tid; g < head; g += nthreads) dst[g] = src[g];
+            for (f = head + vectors * kPer + tid; f < n; f += nthreads) dst[f] = src[f];
+            return;
+        }
+    }
+    for (; f + 3 * nthreads < n; f += 4 * nthreads) {
+        const T x0 = src[f], x1 = src[f + nthreads], x2 = src[f + 2 * nthreads], x3 = src[f + 3 * nthreads];
+        dst[f] = x0, dst[f + nthreads] = x1, dst[f + 2 * nthreads] = x2, dst[f + 3 * nthreads] = x3;
+    }
+#endif
+    for (; f < n; f += nthreads) dst[f] = src[f];
+}
+
 #if !defined(CPUFREE_EMULATE)
 // Warp shuffles of a value: complex numbers as their two parts.
 template <typename T> __device__ inline T shfl_down(T v, int offset) {

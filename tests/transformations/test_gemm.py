@@ -34,6 +34,16 @@ def transposed(A: dace.float64[K, M], B: dace.float64[N, K], C: dace.float64[M, 
 
 
 @dace.program
+def transposed_left(A: dace.float64[K, M], B: dace.float64[K, N], C: dace.float64[M, N]):
+    C[:] = 2.0 * C - A.T @ B
+
+
+@dace.program
+def transposed_right(A: dace.float64[M, K], B: dace.float64[N, K], C: dace.float64[M, N]):
+    C[:] = A @ B.T
+
+
+@dace.program
 def chain(A: dace.float32[M, K], B: dace.float32[K, N], D: dace.float32[N, M], E: dace.float32[M, M]):
     E[:] = (A @ B) @ D
 
@@ -51,6 +61,8 @@ def _inputs(program, dtype=np.float64, m=37, n=29, k=41, seed=5):
     shapes = {
         "product": ((m, k), (k, n), (m, n)),
         "transposed": ((k, m), (n, k), (m, n)),
+        "transposed_left": ((k, m), (k, n), (m, n)),
+        "transposed_right": ((m, k), (n, k), (m, n)),
         "chain": ((m, k), (k, n), (n, m), (m, m)),
     }[program.f.__name__]
     return [rng.standard_normal(s).astype(dtype) for s in shapes]
@@ -191,7 +203,9 @@ def test_program_names_do_not_clash_with_the_launchers_own():
     np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("program", [product, transposed, chain], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "program", [product, transposed, transposed_left, transposed_right, chain], ids=lambda p: p.name
+)
 @pytest.mark.parametrize("order", ["forward", "shuffle"])
 def test_products_match_numpy_under_the_race_checker(program, order):
     dtype = np.float32 if program is chain else np.float64
@@ -236,7 +250,9 @@ def test_the_builder_adds_the_library_for_the_kernels_that_name_it():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("program", [product, transposed, chain], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "program", [product, transposed, transposed_left, transposed_right, chain], ids=lambda p: p.name
+)
 @pytest.mark.parametrize("size", [(37, 29, 41), (300, 260, 513), (1000, 1100, 1200)])
 def test_products_match_numpy_on_gpu(program, size):
     dtype = np.float32 if program is chain else np.float64

@@ -1,6 +1,6 @@
 """Matrix products inside the persistent kernel: DaCe's ``Gemm`` library node expanded to one call of
-``cpufree::gemm`` (``cpufree/gemm.cuh``: cuBLASDx block products over a grid-wide loop of output tiles) that every
-thread of the grid makes together.
+``cpufree::gemm`` (``cpufree/gemm.cuh``: a grid-wide loop of output tiles, FP64 on CUTLASS's block product, FP32 on
+cuBLASDx's) that every thread of the grid makes together.
 
 Registered as the ``"cpufree"`` implementation of :class:`dace.libraries.blas.Gemm` and of ``BatchedMatMul``
 (where the batch shares its right-hand matrix and its left matrices and results are blocks of stacked rows: one

@@ -132,6 +132,42 @@ def test_copies_of_one_run_of_memory_are_one_call_of_every_thread():
             assert lines[0].count("+ __f]") == 2, lines
 
 
+L = dace.symbol("L")
+
+
+@dace.program
+def offset_copies(a: dace.float32[L], b: dace.float32[L], c: dace.float64[L], d: dace.float64[L]):
+    b[3 : L - 2] = a[3 : L - 2]  # both ends 12 bytes past a 16-byte boundary: one element before the vectors
+    d[1 : L - 4] = c[1 : L - 4]  # 8 bytes past
+    b[0:2] = a[5:7]  # ends of different alignment: element by element
+
+
+def test_offset_copies_are_runs_and_match_numpy_in_the_emulation():
+    code = dace_cpufree.kernel_source(offset_copies).code
+    assert code.count("cpufree::copy_run(") == 3
+    _offset_copies_match(7, "emulate")
+
+
+def _offset_copies_match(n, backend):
+    rng = np.random.default_rng(n)
+    a, c = rng.random(n).astype(np.float32), rng.random(n)
+    b, d = np.full(n, -1.0, np.float32), np.full(n, -1.0)
+    want_b, want_d = b.copy(), d.copy()
+    want_b[3 : n - 2] = a[3 : n - 2]
+    want_d[1 : n - 4] = c[1 : n - 4]
+    want_b[0:2] = a[5:7]
+    dace_cpufree.compile(offset_copies, backend=backend)(a, b, c, d)
+    np.testing.assert_array_equal(b, want_b)
+    np.testing.assert_array_equal(d, want_d)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [7, 8, 1000, 100003, 2_000_001])
+def test_offset_copies_match_numpy_on_gpu(n):
+    """Vectors with a head element, tails of every length, runs shorter and longer than the grid's threads."""
+    _offset_copies_match(n, "cuda")
+
+
 @pytest.mark.parametrize("backend", ["emulate", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_block_copies_match_numpy(backend):
     n = 5 if backend == "emulate" else 37

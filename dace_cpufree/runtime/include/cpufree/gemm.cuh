@@ -18,7 +18,7 @@
 // FP64 (GemmTileCutlass) runs each output tile on CUTLASS's block-level multistage product (cpufree/gemm_cutlass.cuh,
 // gemm_tensor_cutlass below; the CUTLASS copy the MathDx wheel ships), on the DMMA tensor cores: measured alone on an
 // H100 it was faster than cuBLASDx 0.4's block GEMM (0.49-0.55x cuBLAS's FP64 speed) and than the DMMA tiles written
-// here before it, at every size measured (docs/linear-algebra.md). FP32 (GemmTile) stays on cuBLASDx's block GEMM, on
+// here before it at 15 of 16 sizes and runs measured (docs/linear-algebra.md). FP32 (GemmTile) stays on cuBLASDx's block GEMM, on
 // FFMA as cuBLAS does by default (no TF32).
 //
 // FP32 products with few output rows (M <= skinny::kMaxRows, B untransposed) take neither: B is streamed once in
@@ -90,8 +90,8 @@ template <typename T> struct GemmDefault { using type = GemmTile<64, 64, 16, 128
 template <> struct GemmDefault<double> { using type = GemmTileCutlass<64, 64, 16, 2, 2, 4, 3>; };  // 48 KiB shared
 template <> struct GemmDefault<float> { using type = GemmTile<64, 128, 16, 128, 3>; };  // 36 KiB shared
 
-// Facts for the launcher: the block size gemm<T>'s tile is built for (a larger block works, its extra threads
-// only help staging; a smaller one takes the plain path), and the dynamic shared memory each block needs.
+// Facts for the launcher: the block size gemm<T>'s tile is built for (a block it cannot run takes the plain path:
+// block_runs_tile), and the dynamic shared memory each block needs.
 // The plain path (other types, the emulation) needs neither: 0.
 template <typename T, typename Tile = typename GemmDefault<T>::type>
 __host__ __device__ constexpr int gemm_threads() {
@@ -360,7 +360,8 @@ __device__ inline Schedule start_schedule(long long M, long long N, long long K,
 }
 
 // FP64 tiles on CUTLASS's block-level product (GemmTileCutlass, cpufree/gemm_cutlass.cuh); LayoutA/LayoutB: RowMajor
-// for an untransposed operand, ColumnMajor for a transposed one.
+// for an untransposed operand, ColumnMajor for a transposed one. The block must have exactly Tile::kThreads threads
+// (block_runs_tile): CUTLASS's main loop synchronises the block inside, with every thread in its thread maps.
 template <typename T, typename Tile, typename LayoutA, typename LayoutB>
 __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alpha, const T *A, long long lda,
                                     const T *B, long long ldb, T beta, T *C, long long ldc, long long forced_splits) {
@@ -368,14 +369,15 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
     using Mma = typename cutlass_tile::Product<Tile::kTileM, Tile::kTileN, Tile::kTileK, Tile::kWarpsM, Tile::kWarpsN,
                                                Tile::kInstK, Tile::kStages, LayoutA, LayoutB>::Mma;
     constexpr int TM = Tile::kTileM, TN = Tile::kTileN, TK = Tile::kTileK;
-    constexpr int kLdc = cutlass_tile::Shared<TM, TN, TK, Tile::kWarpsM, Tile::kWarpsN, Tile::kInstK,
-                                              Tile::kStages>::kLdc;
+    using Sizes = cutlass_tile::Shared<TM, TN, TK, Tile::kWarpsM, Tile::kWarpsN, Tile::kInstK, Tile::kStages>;
+    static_assert(sizeof(typename Mma::SharedStorage) <= Sizes::kBytes,
+                  "the launcher's shared memory holds this pass's pipeline");
+    constexpr int kLdc = Sizes::kLdc;
     auto &storage = *reinterpret_cast<typename Mma::SharedStorage *>(dynamic_shared());
     T *const staged = reinterpret_cast<T *>(dynamic_shared());
 
     const Schedule s = start_schedule<Tile>(M, N, K, beta, C, ldc, forced_splits);
     const int thread = int(threadIdx.x), warp = thread / 32, lane = thread % 32;
-    const bool computes = thread < Tile::kThreads;
     const typename Mma::IteratorA::Params params_a{LayoutA(lda)};
     const typename Mma::IteratorB::Params params_b{LayoutB(ldb)};
 
@@ -387,7 +389,7 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
         if (kend > K) kend = K;
         typename Mma::FragmentC acc;
         acc.clear();
-        if (computes) {
+        {
             // CUTLASS's iterators take the K range as [kbegin, kend) of an extent ending at kend.
             typename Mma::IteratorA it_a(params_a, const_cast<T *>(A), {int(M), int(kend)}, thread,
                                          {int(u.m0), int(kbegin)});
@@ -399,7 +401,7 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
             cutlass::arch::cp_async_wait<0>();
         }
         __syncthreads();  // every warp done with the pipeline's buffers: they take the C tile now
-        if (computes) {
+        {
             const int wm = warp % Tile::kWarpsM, wn = warp / Tile::kWarpsM;
             typename Mma::Operator::IteratorC it_c({staged, cutlass::layout::RowMajor(kLdc)}, lane);
             it_c.add_tile_offset({wm, wn});
@@ -418,6 +420,14 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
         }
         __syncthreads();  // the next tile (or the caller's next gemm) refills the shared buffers
     }
+}
+
+// Whether the launch's blocks can run a tile configuration: CUTLASS's product exactly its threads, cuBLASDx's at least
+// its threads (the extra ones help staging and otherwise wait at the barriers).
+template <typename Tile>
+__device__ inline bool block_runs_tile() {
+    if constexpr (gemm_tile_is_cutlass<Tile>::value) return blockDim.x == (unsigned)Tile::kThreads;
+    return blockDim.x >= (unsigned)Tile::kThreads;
 }
 
 // Tensor path (double, float): tiles through shared memory into cuBLASDx's block GEMM.
@@ -613,6 +623,11 @@ __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, cons
         gemm_plain<T>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
         return;
 #endif
+        constexpr long long kInt = 2147483647;  // CUTLASS's iterators take extents as int
+        if (M > kInt || N > kInt || K > kInt) {
+            gemm_plain<T>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
+            return;
+        }
         using cutlass_tile::Col, cutlass_tile::Row;
         if (!transA && !transB)
             gemm_tensor_cutlass<T, Tile, Row, Row>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, forced_splits);
@@ -634,8 +649,8 @@ template <typename T, typename Tile = typename GemmDefault<T>::type>
 __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
                      const T *B, long long ldb, bool transB, T beta, T *C, long long ldc) {
 #if !defined(CPUFREE_GEMM_PLAIN)
-    // A block smaller than the tile's thread count would leave parts of the tile product undone:
-    // such a launch takes the (slow, correct) plain path. The launcher avoids it with gemm_threads<T>().
+    // A block the tile cannot run (smaller than its thread count; for CUTLASS's FP64 tile, any other size: a user's
+    // block size) takes the (slow, correct) plain path. The launcher avoids it with gemm_threads<T>().
     if constexpr (gemm_uses_library<T>::value) {
         // Few rows: FP32 only. In FP64 the streaming form reached 1.7-2.6 TB/s on B and 0.67-0.97x cuBLAS on four
         // of five shapes (H100): the tiles keep those products.
@@ -651,7 +666,7 @@ __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A,
                 return;
             }
         }
-        if (blockDim.x >= Tile::kThreads)
+        if (gemm_detail::block_runs_tile<Tile>())
             gemm_detail::gemm_tensor<T, Tile>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
         else
             gemm_detail::gemm_plain<T>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);

@@ -457,7 +457,7 @@ __host__ __device__ inline void copy_run(T *dst, const T *src, long long n, long
     if constexpr (sizeof(T) <= 16 && 16 % sizeof(T) == 0) {
         const unsigned long long a = reinterpret_cast<unsigned long long>(dst);
         const unsigned long long b = reinterpret_cast<unsigned long long>(src);
-        if (a % 16 == b % 16) {
+        if (a % 16 == b % 16 && a % sizeof(T) == 0) {
             constexpr long long kPer = 16 / (long long)sizeof(T);
             long long head = (long long)((16 - a % 16) % 16) / (long long)sizeof(T);
             if (head > n) head = n;

@@ -75,6 +75,9 @@ extern "C" void cpufree_configure(int block, int max_blocks) {{
     cpufree_state.block = block;
     cpufree_state.max_blocks = max_blocks;
 }}
+// The block size the kernel's library calls are built for (a matrix product's tile), 0 where none: configure() warns
+// when a user's block size differs (the products then take their plain loop).
+extern "C" int cpufree_need_block() {{ return (int)({need_block}); }}
 extern "C" void cpufree_launch_config(int *grid, int *block, float *ms) {{
     *grid = cpufree_state.grid_used;
     *block = cpufree_state.block_used;

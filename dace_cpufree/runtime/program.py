@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import warnings
 from pathlib import Path
 
 import dace
@@ -128,7 +129,18 @@ class PersistentProgram:
         return arg.desc.dtype.as_ctypes()
 
     def configure(self, block_size: int = 0, max_blocks: int = 0) -> None:
-        """Fixes the block size and caps the grid (0: chosen from occupancy at run time)."""
+        """Fixes the block size and caps the grid (0: chosen from occupancy at run time). Warns where the kernel's
+        matrix products are built for another block size: they then run their plain loop (correct, slower)."""
+        need = int(self._lib.cpufree_need_block()) if hasattr(self._lib, "cpufree_need_block") else 0
+        if block_size > 0 and need > 0 and block_size != need:
+            warnings.warn(
+                f"{self.sdfg.name}: configure(block_size={block_size}): the kernel's matrix products are built for "
+                f"blocks of {need} threads; in blocks of {block_size} the FP64 products (and the FP32 ones in "
+                f"smaller blocks) take their plain loop: correct, several times slower. Fix: configure(block_size="
+                f"{need}), or 0 for the launcher's choice.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         self._lib.cpufree_configure(int(block_size), int(max_blocks))
 
     def race_order(self, order: str, seed: int = 1) -> None:

@@ -5,6 +5,7 @@ call; a batch of matrix pairs keeps DaCe's pure expansion."""
 import dataclasses
 import re
 import subprocess
+import warnings
 
 import dace
 import numpy as np
@@ -102,6 +103,39 @@ def test_the_launch_gives_products_their_block_size_and_shared_memory():
     )
     plain = dace_cpufree.kernel_source(KERNELS["go_fast"].program)
     assert (plain.need_block, plain.dynamic_shared) == ("0", "0")
+    # the launcher's library answers it, so that configure() can tell a user's block size the products cannot run
+    assert 'extern "C" int cpufree_need_block() { return (int)(cpufree::gemm_threads<double>()); }' in source.code
+
+
+def test_configure_warns_only_where_the_products_need_another_block_size(monkeypatch):
+    """configure(block_size=...) warns, naming the size the products are built for and the fix, where the kernel's
+    products need another; not where they take the plain loop anyway (the emulation) or have none."""
+    args = _inputs(product, np.float64, 40, 30, 20)
+    want = _expected(product, args)
+    run = dace_cpufree.compile(product, backend="emulate")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run.configure(block_size=256)  # the emulation's products are the plain loop at any block size: no warning
+    run(*args)
+    np.testing.assert_allclose(args[-1], want, rtol=1e-12)
+
+    class Library:  # the CUDA build's answer, as its launcher gives it
+        def __init__(self, lib):
+            self.lib = lib
+
+        def cpufree_need_block(self):
+            return 128
+
+        def __getattr__(self, name):
+            return getattr(self.lib, name)
+
+    monkeypatch.setattr(run, "_lib", Library(run._lib))
+    with pytest.warns(RuntimeWarning, match=r"configure\(block_size=256\).*blocks of 128 threads.*Fix: configure"):
+        run.configure(block_size=256)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run.configure(block_size=128)
+        run.configure(block_size=0)
 
 
 def test_kernels_with_products_are_built_twice_and_the_launcher_counts_their_tiles():
@@ -278,6 +312,7 @@ def test_a_block_size_the_tile_cannot_run_takes_the_plain_loop_on_gpu(block_size
     args = _inputs(product, np.float64, 300, 260, 513)
     want = _expected(product, args)
     run = dace_cpufree.compile(product)
-    run.configure(block_size=block_size)
+    with pytest.warns(RuntimeWarning, match=f"configure\\(block_size={block_size}\\).*built for blocks of 128 threads"):
+        run.configure(block_size=block_size)
     run(*args)
     np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))

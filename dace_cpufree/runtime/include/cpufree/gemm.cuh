@@ -17,9 +17,10 @@
 //
 // FP64 (GemmTileCutlass) runs each output tile on CUTLASS's block-level multistage product (cpufree/gemm_cutlass.cuh,
 // gemm_tensor_cutlass below; the CUTLASS copy the MathDx wheel ships), on the DMMA tensor cores: measured alone on an
-// H100 it was faster than cuBLASDx 0.4's block GEMM (0.49-0.55x cuBLAS's FP64 speed) and than the DMMA tiles written
-// here before it at 15 of 16 sizes and runs measured (docs/linear-algebra.md). FP32 (GemmTile) stays on cuBLASDx's block GEMM, on
-// FFMA as cuBLAS does by default (no TF32).
+// H100 it was faster than cuBLASDx 0.4's block GEMM (0.49-0.55x cuBLAS's FP64 speed), than the DMMA tiles written
+// here before it at 15 of 16 sizes and runs, and than CuTe's collective main loop on the 16x8x16 instruction at every
+// large size (docs/linear-algebra.md). FP32 (GemmTile) stays on cuBLASDx's block GEMM, on FFMA as cuBLAS does by
+// default (no TF32).
 //
 // FP32 products with few output rows (M <= skinny::kMaxRows, B untransposed) take neither: B is streamed once in
 // 16-byte loads with all rows of C in registers (cpufree/gemm_skinny.cuh, gemm_skinny below), in the same launch
@@ -59,7 +60,8 @@ struct GemmTile {
     static constexpr int kStages = Stages_;
 };
 
-// FP64 only: the same schedule, each output tile on CUTLASS's block-level multistage product (cpufree/gemm_cutlass.cuh):
+// FP64 only: the same schedule, each output tile on CUTLASS's block-level multistage product
+// (cpufree/gemm_cutlass.cuh):
 // TileM x TileN x TileK in Stages shared buffers, WarpsM x WarpsN warps, 16 x 8 x InstK DMMA instructions on sm_90
 // (InstK 4: see gemm_cutlass.cuh).
 template <int TileM_, int TileN_, int TileK_, int WarpsM_, int WarpsN_, int InstK_, int Stages_>
@@ -112,8 +114,8 @@ __host__ __device__ constexpr unsigned long long gemm_shared_bytes() {
 // The output tiles of an M x N product of gemm<T> (0 on the plain path): the launcher's choice of build.
 template <typename T, typename Tile = typename GemmDefault<T>::type>
 __host__ __device__ constexpr long long gemm_tiles(long long M, long long N) {
-    return gemm_uses_library<T>::value ? ((M + Tile::kTileM - 1) / Tile::kTileM) * ((N + Tile::kTileN - 1) / Tile::kTileN)
-                                       : 0;
+    if (!gemm_uses_library<T>::value) return 0;
+    return ((M + Tile::kTileM - 1) / Tile::kTileM) * ((N + Tile::kTileN - 1) / Tile::kTileN);
 }
 
 #if defined(CPUFREE_EMULATE)
@@ -618,13 +620,14 @@ __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, cons
                             const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,
                             long long forced_splits = 0) {
     if constexpr (gemm_tile_is_cutlass<Tile>::value) {
+        // No FP64 tensor cores (and no cp.async) before sm_80; CUTLASS's iterators take extents as int.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-        // No FP64 tensor cores (and no cp.async) before sm_80.
-        gemm_plain<T>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
-        return;
+        constexpr bool kTensorCores = false;
+#else
+        constexpr bool kTensorCores = true;
 #endif
-        constexpr long long kInt = 2147483647;  // CUTLASS's iterators take extents as int
-        if (M > kInt || N > kInt || K > kInt) {
+        constexpr long long kInt = 2147483647;
+        if (!kTensorCores || M > kInt || N > kInt || K > kInt) {
             gemm_plain<T>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
             return;
         }

@@ -63,7 +63,8 @@ struct Shared {
     }
     static constexpr int kLdc = TN + 1;
     static constexpr unsigned long long kBytes =
-        larger(larger(larger(pipeline<Row, Row>(), pipeline<Row, Col>()), larger(pipeline<Col, Row>(), pipeline<Col, Col>())),
+        larger(larger(larger(pipeline<Row, Row>(), pipeline<Row, Col>()),
+                      larger(pipeline<Col, Row>(), pipeline<Col, Col>())),
                sizeof(double) * TM * kLdc);
 };
 

@@ -27,5 +27,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
-    if "DACE_CPUFREE_CACHE" not in os.environ:
-        os.environ["DACE_CPUFREE_CACHE"] = str(tmp_path_factory.mktemp("cpufree-cache"))
+    """A build cache of the run's own (never the user's): under pytest-xdist one for all workers of the run (their
+    base folders share a parent), so a library that tests in two files build is compiled once; the cache locks and
+    renames its entries, so workers may build at once."""
+    if "DACE_CPUFREE_CACHE" in os.environ:
+        return
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        path = tmp_path_factory.getbasetemp().parent / "cpufree-cache"
+        path.mkdir(exist_ok=True)
+    else:
+        path = tmp_path_factory.mktemp("cpufree-cache")
+    os.environ["DACE_CPUFREE_CACHE"] = str(path)

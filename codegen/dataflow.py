@@ -34,7 +34,8 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     within the block; ``cpufree_exit_barrier`` = ``"no"`` leaves out the one after a ``"blocks"`` item (its
     code promises that nothing after it in the block depends on its threads having finished).
     A ``"grid"`` call states what it needs of the launch as C++ constant expressions: ``cpufree_block_threads``
-    (the block size it is built for) and ``cpufree_dynamic_shared`` (bytes of dynamic shared memory per block).
+    (the block size it is built for), ``cpufree_dynamic_shared`` (bytes of dynamic shared memory per block) and
+    ``cpufree_block_fits`` (a C++ predicate over a block size: whether the call runs its fast path in such blocks).
     """
     code = ScopeWriter(ctx, state, []).tasklet(node)
     location = node.location or {}
@@ -61,6 +62,7 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
         item.regions = tuple(regions)
         item.collective = True
         item.block_threads = location.get("cpufree_block_threads")
+        item.block_fits = location.get("cpufree_block_fits")
         item.dynamic_shared = location.get("cpufree_dynamic_shared")
         item.tiles = location.get("cpufree_tiles")
         item.tile_symbols = frozenset(x for x in str(location.get("cpufree_tile_symbols", "")).split(",") if x)

@@ -62,6 +62,8 @@ long long cpufree_largest(std::initializer_list<long long> values) {{
 }}
 
 size_t cpufree_align(size_t n) {{ return (n + 255) / 256 * 256; }}
+// A block size in whole warps (at least one): warp reductions shuffle full warps.
+int cpufree_whole_warps(int block, int warp) {{ return block < warp ? warp : block - block % warp; }}
 }}  // namespace
 
 #define CPUFREE_CHECK(call)                                                                     \\
@@ -75,9 +77,16 @@ extern "C" void cpufree_configure(int block, int max_blocks) {{
     cpufree_state.block = block;
     cpufree_state.max_blocks = max_blocks;
 }}
-// The block size the kernel's library calls are built for (a matrix product's tile), 0 where none: configure() warns
-// when a user's block size differs (the products then take their plain loop).
-extern "C" int cpufree_need_block() {{ return (int)({need_block}); }}
+// The block size the kernel's library calls are built for (a matrix product's tile), 0 where none, and whether they run
+// their fast path in blocks of `block` threads as the launcher rounds them (cpufree_whole_warps): configure() warns
+// where a user's block size makes them take their plain loop.
+extern "C" int cpufree_products_block() {{ return (int)({need_block}); }}
+extern "C" int cpufree_block_fits(int block) {{
+    int dev = 0, warp = 1;
+    if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev);
+    block = cpufree_whole_warps(block, warp);
+    return ({block_fits}) ? 1 : 0;
+}}
 extern "C" void cpufree_launch_config(int *grid, int *block, float *ms) {{
     *grid = cpufree_state.grid_used;
     *block = cpufree_state.block_used;
@@ -131,8 +140,7 @@ extern "C" int cpufree_run({params}) {{
         }}
         int cpufree_warp = 1;
         CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_warp, cudaDevAttrWarpSize, cpufree_dev));
-        // whole warps: warp reductions shuffle full warps
-        cpufree_block = cpufree_block < cpufree_warp ? cpufree_warp : cpufree_block - cpufree_block % cpufree_warp;
+        cpufree_block = cpufree_whole_warps(cpufree_block, cpufree_warp);
         if (cpufree_state.block <= 0)  // a power of two, so that every power-of-two tile up to it divides it
             while (cpufree_block & (cpufree_block - 1)) cpufree_block &= cpufree_block - 1;
         CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cpufree_per_sm, cpufree_kfn, cpufree_block,

@@ -71,6 +71,8 @@ class Item:
     # threads of a block it is built for, and the dynamic shared memory of each block in bytes.
     block_threads: str | None = None
     dynamic_shared: str | None = None
+    #: a C++ predicate over a block size (``f(block)``): whether the call runs its fast path in such blocks
+    block_fits: str | None = None
     #: a library call's output tiles (C++) and the symbols they are counted from (``codegen/host.py`` kernel_builds)
     tiles: str | None = None
     tile_symbols: frozenset = frozenset()

@@ -342,6 +342,7 @@ def generate(
     works = [i.work for i in items if i.executor == ir.Executor.GRID]
     work = "0" if not works or any(w is None for w in works) else " , ".join(f"(long long)({w})" for w in works)
     need_block = largest([i.block_threads for i in items if i.block_threads])
+    block_fits = " && ".join(sorted({f"{i.block_fits}(block)" for i in items if i.block_fits})) or "true"
     dynamic_shared = largest([i.dynamic_shared for i in items if i.dynamic_shared])
     ws_decl, ws_bind = workspace_code(args)
     host_params = [a for a in args if a.kind != "workspace"]
@@ -351,6 +352,7 @@ def generate(
         params=", ".join(a.decl for a in host_params) or "void",
         work=f"cpufree_max_work({{{work}}})" if work != "0" else "0",
         need_block=need_block,
+        block_fits=block_fits,
         dynamic_shared=dynamic_shared,
         workspace_size=ws_decl,
         workspace_bind=ws_bind,

@@ -28,8 +28,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
     """A build cache of the run's own (never the user's): under pytest-xdist one for all workers of the run (their
-    base folders share a parent), so a library that tests in two files build is compiled once; the cache locks and
-    renames its entries, so workers may build at once."""
+    base folders share a parent), so a library that tests in two files build is compiled once; the builders lock
+    their entries (and ``build`` renames finished ones into place), so workers may build at once."""
     if "DACE_CPUFREE_CACHE" in os.environ:
         return
     if os.environ.get("PYTEST_XDIST_WORKER"):

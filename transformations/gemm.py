@@ -91,6 +91,8 @@ def _product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, tran
         location={
             "cpufree_executor": "grid",
             "cpufree_block_threads": f"cpufree::gemm_threads<{ctype}>()",
+            # whether a block size runs its tile (configure() warns where not)
+            "cpufree_block_fits": f"cpufree::gemm_block_fits<{ctype}>",
             "cpufree_dynamic_shared": f"cpufree::gemm_shared_bytes<{ctype}>()",
             # its output tiles, for the launcher's choice of build (codegen/host.py kernel_builds), and the symbols
             # that count them, which the launcher must have

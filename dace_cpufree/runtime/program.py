@@ -130,14 +130,15 @@ class PersistentProgram:
 
     def configure(self, block_size: int = 0, max_blocks: int = 0) -> None:
         """Fixes the block size and caps the grid (0: chosen from occupancy at run time). Warns where the kernel's
-        matrix products are built for another block size: they then run their plain loop (correct, slower)."""
-        need = int(self._lib.cpufree_need_block()) if hasattr(self._lib, "cpufree_need_block") else 0
-        if block_size > 0 and need > 0 and block_size != need:
+        matrix products cannot run their tiles in such blocks: they then run their plain loop (correct, slower)."""
+        lib = self._lib
+        if block_size > 0 and hasattr(lib, "cpufree_block_fits") and not lib.cpufree_block_fits(int(block_size)):
+            need = int(lib.cpufree_products_block())
             warnings.warn(
-                f"{self.sdfg.name}: configure(block_size={block_size}): the kernel's matrix products are built for "
-                f"blocks of {need} threads; in blocks of {block_size} the FP64 products (and the FP32 ones in "
-                f"smaller blocks) take their plain loop: correct, several times slower. Fix: configure(block_size="
-                f"{need}), or 0 for the launcher's choice.",
+                f"{self.sdfg.name}: configure(block_size={block_size}): the kernel's matrix products run their tiles "
+                f"in blocks of {need} threads (FP64 products exactly, FP32 ones at least); in these blocks they take "
+                f"their plain loop: correct, several times slower. Fix: configure(block_size={need}), or 0 for the "
+                "launcher's choice.",
                 RuntimeWarning,
                 stacklevel=2,
             )

@@ -22,6 +22,7 @@ DaCe 2.0.0b1's frontend fails on ``dace.comm.Isend(buf, <symbol or constant>, <t
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import sys
@@ -241,16 +242,19 @@ def build(program: str, device: str = "gpu") -> float:
     """Compiles ``program`` with upstream DaCe into :func:`build_folder`, unless it is built there; returns the
     compile time in seconds (0 when it was built already)."""
     folder = build_folder(program, device)
-    if (folder / "built").exists():
-        return 0.0
-    t0 = time.perf_counter()
-    sdfg = sdfg_for(program, device)
-    sdfg.build_folder = str(folder)
-    with dace.config.set_temporary("compiler", "cuda", "cuda_arch", value=_cuda_arch()):
-        sdfg.compile()
-    seconds = time.perf_counter() - t0
-    (folder / "built").write_text(f"{seconds:.1f}\n")
-    return seconds
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:  # processes that share the cache build it once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / "built").exists():
+            return 0.0
+        t0 = time.perf_counter()
+        sdfg = sdfg_for(program, device)
+        sdfg.build_folder = str(folder)
+        with dace.config.set_temporary("compiler", "cuda", "cuda_arch", value=_cuda_arch()):
+            sdfg.compile()
+        seconds = time.perf_counter() - t0
+        (folder / "built").write_text(f"{seconds:.1f}\n")
+        return seconds
 
 
 def load(program: str, device: str = "gpu"):

@@ -103,8 +103,31 @@ def test_the_launch_gives_products_their_block_size_and_shared_memory():
     )
     plain = dace_cpufree.kernel_source(KERNELS["go_fast"].program)
     assert (plain.need_block, plain.dynamic_shared) == ("0", "0")
-    # the launcher's library answers it, so that configure() can tell a user's block size the products cannot run
-    assert 'extern "C" int cpufree_need_block() { return (int)(cpufree::gemm_threads<double>()); }' in source.code
+    # the launcher's library answers them, so that configure() can tell a user's block size the products cannot run
+    assert 'extern "C" int cpufree_products_block() { return (int)(cpufree::gemm_threads<double>()); }' in source.code
+    assert "return (cpufree::gemm_block_fits<double>(block)) ? 1 : 0;" in source.code
+    assert "return (cpufree::gemm_block_fits<float>(block)) ? 1 : 0;" in three.code
+    assert "return (true) ? 1 : 0;" in dace_cpufree.kernel_source(KERNELS["go_fast"].program).code
+
+
+@pytest.mark.compile
+def test_nvcc_checks_which_block_sizes_run_the_tiles(tmp_path):
+    """The rule configure() warns by, checked by nvcc at compile time: CUTLASS's FP64 tile runs in blocks of exactly
+    its threads, cuBLASDx's FP32 tile in blocks of at least its threads; element types without a tile (integers) in
+    any block."""
+    src = tmp_path / "fits.cu"
+    src.write_text(
+        "#include <cpufree/gemm.cuh>\n"
+        "using cpufree::gemm_block_fits;\n"
+        "static_assert(cpufree::gemm_threads<double>() == 128 && cpufree::gemm_threads<float>() == 128);\n"
+        "static_assert(gemm_block_fits<double>(128) && !gemm_block_fits<double>(64));\n"
+        "static_assert(!gemm_block_fits<double>(256));\n"
+        "static_assert(gemm_block_fits<float>(128) && gemm_block_fits<float>(256) && !gemm_block_fits<float>(64));\n"
+        "static_assert(gemm_block_fits<int>(32) && gemm_block_fits<long long>(1024));\n"
+    )
+    cmd = [find_nvcc(), "-std=c++17", "-arch=sm_90", "--expt-relaxed-constexpr", f"-I{INCLUDE_DIR}", *nvcc_flags()]
+    proc = subprocess.run([*cmd, "-c", str(src), "-o", str(tmp_path / "fits.o")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def test_configure_warns_only_where_the_products_need_another_block_size(monkeypatch):
@@ -119,11 +142,14 @@ def test_configure_warns_only_where_the_products_need_another_block_size(monkeyp
     run(*args)
     np.testing.assert_allclose(args[-1], want, rtol=1e-12)
 
-    class Library:  # the CUDA build's answer, as its launcher gives it
+    class Library:  # an FP64 product's CUDA build: its tile runs in blocks of exactly 128 threads
         def __init__(self, lib):
             self.lib = lib
 
-        def cpufree_need_block(self):
+        def cpufree_block_fits(self, block):
+            return int(block == 128)
+
+        def cpufree_products_block(self):
             return 128
 
         def __getattr__(self, name):
@@ -312,7 +338,7 @@ def test_a_block_size_the_tile_cannot_run_takes_the_plain_loop_on_gpu(block_size
     args = _inputs(product, np.float64, 300, 260, 513)
     want = _expected(product, args)
     run = dace_cpufree.compile(product)
-    with pytest.warns(RuntimeWarning, match=f"configure\\(block_size={block_size}\\).*built for blocks of 128 threads"):
+    with pytest.warns(RuntimeWarning, match=f"configure\\(block_size={block_size}\\).*in blocks of 128 threads"):
         run.configure(block_size=block_size)
     run(*args)
     np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))

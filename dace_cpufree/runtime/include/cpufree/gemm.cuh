@@ -18,8 +18,8 @@
 // FP64 (GemmTileCutlass) runs each output tile on CUTLASS's block-level multistage product (cpufree/gemm_cutlass.cuh,
 // gemm_tensor_cutlass below; the CUTLASS copy the MathDx wheel ships), on the DMMA tensor cores: measured alone on an
 // H100 it was faster than cuBLASDx 0.4's block GEMM (0.49-0.55x cuBLAS's FP64 speed), than the DMMA tiles written
-// here before it at 15 of 16 sizes and runs, and than CuTe's collective main loop on the 16x8x16 instruction at every
-// large size (docs/linear-algebra.md). FP32 (GemmTile) stays on cuBLASDx's block GEMM, on FFMA as cuBLAS does by
+// here before it at 15 of 16 sizes and runs, and faster than CuTe's collective main loop on the 16x8x16 instruction
+// at six of eight large sizes, as fast at two (docs/linear-algebra.md). FP32 (GemmTile) stays on cuBLASDx's block GEMM, on FFMA as cuBLAS does by
 // default (no TF32).
 //
 // FP32 products with few output rows (M <= skinny::kMaxRows, B untransposed) take neither: B is streamed once in
@@ -98,6 +98,17 @@ template <> struct GemmDefault<float> { using type = GemmTile<64, 128, 16, 128, 
 template <typename T, typename Tile = typename GemmDefault<T>::type>
 __host__ __device__ constexpr int gemm_threads() {
     return gemm_uses_library<T>::value ? Tile::kThreads : 0;
+}
+// Whether a tile configuration runs in blocks of `block` threads: CUTLASS's product exactly its threads (its main loop
+// synchronises the block inside, with every thread in its thread maps), cuBLASDx's at least its threads (the extra ones
+// help staging and otherwise wait at the barriers). gemm_block_fits<T>: for gemm<T>'s tile, and true on the plain path.
+template <typename Tile>
+__host__ __device__ constexpr bool gemm_tile_runs_in(int block) {
+    return gemm_tile_is_cutlass<Tile>::value ? block == Tile::kThreads : block >= Tile::kThreads;
+}
+template <typename T, typename Tile = typename GemmDefault<T>::type>
+__host__ __device__ constexpr bool gemm_block_fits(int block) {
+    return !gemm_uses_library<T>::value || gemm_tile_runs_in<Tile>(block);
 }
 template <typename T, typename Tile = typename GemmDefault<T>::type>
 __host__ __device__ constexpr unsigned long long gemm_shared_bytes() {
@@ -424,12 +435,10 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
     }
 }
 
-// Whether the launch's blocks can run a tile configuration: CUTLASS's product exactly its threads, cuBLASDx's at least
-// its threads (the extra ones help staging and otherwise wait at the barriers).
+// Whether the launch's blocks can run a tile configuration (gemm_tile_runs_in).
 template <typename Tile>
 __device__ inline bool block_runs_tile() {
-    if constexpr (gemm_tile_is_cutlass<Tile>::value) return blockDim.x == (unsigned)Tile::kThreads;
-    return blockDim.x >= (unsigned)Tile::kThreads;
+    return gemm_tile_runs_in<Tile>(int(blockDim.x));
 }
 
 // Tensor path (double, float): tiles through shared memory into cuBLASDx's block GEMM.

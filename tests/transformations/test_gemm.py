@@ -342,3 +342,20 @@ def test_a_block_size_the_tile_cannot_run_takes_the_plain_loop_on_gpu(block_size
         run.configure(block_size=block_size)
     run(*args)
     np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_size, warns", [(256, False), (144, False), (64, True)])
+def test_fp32_products_keep_their_tile_in_larger_blocks_on_gpu(block_size, warns):
+    """cuBLASDx's FP32 tile runs in blocks of at least its 128 threads: configure() warns only below that (144 is
+    rounded to 128 threads, whole warps, by the launcher); the result is the same either way."""
+    args = _inputs(chain, np.float32, 200, 150, 170)
+    want = _expected(chain, args)
+    run = dace_cpufree.compile(chain)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        run.configure(block_size=block_size)
+    assert any("in blocks of 128 threads" in str(w.message) for w in seen) == warns, [str(w.message) for w in seen]
+    run(*args)
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(args[-1], want, rtol=1e-4, atol=2e-6 * scale)

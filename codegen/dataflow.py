@@ -35,7 +35,8 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     code promises that nothing after it in the block depends on its threads having finished).
     A ``"grid"`` call states what it needs of the launch as C++ constant expressions: ``cpufree_block_threads``
     (the block size it is built for), ``cpufree_dynamic_shared`` (bytes of dynamic shared memory per block) and
-    ``cpufree_block_fits`` (a C++ predicate over a block size: whether the call runs its fast path in such blocks).
+    ``cpufree_block_fits`` (the name of a C++ callable taking a block size: whether the call runs its fast path in
+    such blocks).
     """
     code = ScopeWriter(ctx, state, []).tasklet(node)
     location = node.location or {}

@@ -30,4 +30,6 @@ class Dialect:
         """Renames the CUDA runtime API in ``text`` to this dialect's."""
         if self.api == "cuda":
             return text
+        if self.api == "hip":  # device attributes: cudaDevAttrX is hipDeviceAttributeX
+            text = re.sub(r"\bcudaDevAttr(\w+)", r"hipDeviceAttribute\1", text)
         return re.sub(r"\bcuda([A-Z]\w*)", rf"{self.api}\1", text)

@@ -83,7 +83,8 @@ extern "C" void cpufree_configure(int block, int max_blocks) {{
 extern "C" int cpufree_products_block() {{ return (int)({need_block}); }}
 extern "C" int cpufree_block_fits(int block) {{
     int dev = 0, warp = 1;
-    if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev);
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev) != cudaSuccess)
+        cudaGetLastError();  // no device: the size unrounded, and no error left for the next launch to report
     block = cpufree_whole_warps(block, warp);
     return ({block_fits}) ? 1 : 0;
 }}

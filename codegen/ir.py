@@ -71,7 +71,7 @@ class Item:
     # threads of a block it is built for, and the dynamic shared memory of each block in bytes.
     block_threads: str | None = None
     dynamic_shared: str | None = None
-    #: a C++ predicate over a block size (``f(block)``): whether the call runs its fast path in such blocks
+    #: the name of a C++ callable taking a block size: whether the call runs its fast path in such blocks
     block_fits: str | None = None
     #: a library call's output tiles (C++) and the symbols they are counted from (``codegen/host.py`` kernel_builds)
     tiles: str | None = None

@@ -132,17 +132,17 @@ class PersistentProgram:
         """Fixes the block size and caps the grid (0: chosen from occupancy at run time). Warns where the kernel's
         matrix products cannot run their tiles in such blocks: they then run their plain loop (correct, slower)."""
         lib = self._lib
+        lib.cpufree_configure(int(block_size), int(max_blocks))
         if block_size > 0 and hasattr(lib, "cpufree_block_fits") and not lib.cpufree_block_fits(int(block_size)):
             need = int(lib.cpufree_products_block())
             warnings.warn(
                 f"{self.sdfg.name}: configure(block_size={block_size}): the kernel's matrix products run their tiles "
-                f"in blocks of {need} threads (FP64 products exactly, FP32 ones at least); in these blocks they take "
-                f"their plain loop: correct, several times slower. Fix: configure(block_size={need}), or 0 for the "
-                "launcher's choice.",
+                f"in blocks of {need} threads (FP64 products exactly, FP32 ones at least); in these blocks some or all "
+                f"of them take their plain loop: correct, several times slower. Fix: configure(block_size={need}), "
+                "or 0 for the launcher's choice.",
                 RuntimeWarning,
                 stacklevel=2,
             )
-        self._lib.cpufree_configure(int(block_size), int(max_blocks))
 
     def race_order(self, order: str, seed: int = 1) -> None:
         """The order in which the race checker runs the threads between barriers from the next call on:

@@ -82,6 +82,9 @@ def test_hip_dialect_renames_runtime():
     # text under test: the dialect renames the runtime's calls in the printed text
     assert "hipOccupancyMaxActiveBlocksPerMultiprocessor" in src.code
     assert "cudaMalloc" not in src.code
+    # device attributes have their own HIP names (hipDeviceAttributeWarpSize, not hipDevAttrWarpSize)
+    assert "hipDeviceAttributeWarpSize" in src.code and "hipDeviceAttributeCooperativeLaunch" in src.code
+    assert "DevAttr" not in src.code
 
 
 def test_restrict_only_on_arrays_the_kernel_never_writes():

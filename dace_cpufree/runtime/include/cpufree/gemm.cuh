@@ -18,9 +18,9 @@
 // FP64 (GemmTileCutlass) runs each output tile on CUTLASS's block-level multistage product (cpufree/gemm_cutlass.cuh,
 // gemm_tensor_cutlass below; the CUTLASS copy the MathDx wheel ships), on the DMMA tensor cores: measured alone on an
 // H100 it was faster than cuBLASDx 0.4's block GEMM (0.49-0.55x cuBLAS's FP64 speed), than the DMMA tiles written
-// here before it at 15 of 16 sizes and runs, and faster than CuTe's collective main loop on the 16x8x16 instruction
-// at six of eight large sizes, as fast at two (docs/linear-algebra.md). FP32 (GemmTile) stays on cuBLASDx's block GEMM, on FFMA as cuBLAS does by
-// default (no TF32).
+// here before it at 15 of 16 sizes and runs, and than CuTe's collective main loop on the 16x8x16 instruction at five
+// of seven large sizes, as fast at two (docs/linear-algebra.md). FP32 (GemmTile) stays on cuBLASDx's block GEMM, on
+// FFMA as cuBLAS does by default (no TF32).
 //
 // FP32 products with few output rows (M <= skinny::kMaxRows, B untransposed) take neither: B is streamed once in
 // 16-byte loads with all rows of C in registers (cpufree/gemm_skinny.cuh, gemm_skinny below), in the same launch

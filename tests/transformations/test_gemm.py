@@ -330,6 +330,24 @@ def test_products_match_numpy_on_gpu(program, size):
         np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * scale)
 
 
+def _run_in_blocks(program, args, block_size: int, warns: bool) -> None:
+    """Runs a product program on the GPU with a configured block size: configure() warns that the products need
+    blocks of 128 threads exactly when `warns`; the launch uses the size rounded to whole warps (NVIDIA's 32 threads),
+    the size the rule was judged on. The size is reset afterwards: the library is shared by every program object of
+    this build in the process."""
+    run = dace_cpufree.compile(program)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            run.configure(block_size=block_size)
+        said = [str(w.message) for w in seen if f"configure(block_size={block_size})" in str(w.message)]
+        assert any("in blocks of 128 threads" in m for m in said) == warns, said
+        run(*args)
+        assert run.launch_config[1] == block_size - block_size % 32
+    finally:
+        run.configure(block_size=0)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("block_size, warns", [(64, True), (256, True), (144, False)])
 def test_a_block_size_the_tile_cannot_run_takes_the_plain_loop_on_gpu(block_size, warns):
@@ -338,17 +356,7 @@ def test_a_block_size_the_tile_cannot_run_takes_the_plain_loop_on_gpu(block_size
     rounded to 128 (whole warps) by the launcher: the tile runs, no warning."""
     args = _inputs(product, np.float64, 300, 260, 513)
     want = _expected(product, args)
-    run = dace_cpufree.compile(product)
-    try:
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            run.configure(block_size=block_size)
-        said = [str(w.message) for w in seen if f"configure(block_size={block_size})" in str(w.message)]
-        assert any("in blocks of 128 threads" in m for m in said) == warns
-        run(*args)
-        assert run.launch_config[1] == block_size - block_size % 32  # the block the rule was judged on
-    finally:
-        run.configure(block_size=0)  # the library is shared by every program object of this build in the process
+    _run_in_blocks(product, args, block_size, warns)
     np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))
 
 
@@ -359,15 +367,5 @@ def test_fp32_products_keep_their_tile_in_larger_blocks_on_gpu(block_size, warns
     is the same either way."""
     args = _inputs(chain, np.float32, 200, 150, 170)
     want = _expected(chain, args)
-    run = dace_cpufree.compile(chain)
-    try:
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            run.configure(block_size=block_size)
-        assert any("in blocks of 128 threads" in str(w.message) for w in seen) == warns, [str(w.message) for w in seen]
-        run(*args)
-        assert run.launch_config[1] == block_size
-    finally:
-        run.configure(block_size=0)
-    scale = float(np.abs(want).max())
-    np.testing.assert_allclose(args[-1], want, rtol=1e-4, atol=2e-6 * scale)
+    _run_in_blocks(chain, args, block_size, warns)
+    np.testing.assert_allclose(args[-1], want, rtol=1e-4, atol=2e-6 * float(np.abs(want).max()))

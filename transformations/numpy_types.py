@@ -19,6 +19,8 @@ from dace import dtypes
 from dace.frontend.operations import detect_reduction_type
 from dace.sdfg import nodes
 
+from dace_cpufree.errors import NotPersistableError
+
 
 def retype_true_divisions(sdfg: dace.SDFG) -> list[str]:
     """Retypes, in ``sdfg`` and its nested SDFGs, every integer transient that a Python tasklet assigns a true
@@ -59,6 +61,39 @@ def retype_bool_sums(sdfg: dace.SDFG) -> list[str]:
                 desc.dtype = dtypes.int64
                 retyped.append(edge.data.data)
     return retyped
+
+
+def check_mean_bindings(sdfg: dace.SDFG) -> None:
+    """Refuses ``m = np.mean(...)`` read inside a ``dace.map`` body or a nested program. DaCe's frontend reduces the
+    sum into a container named ``m`` and divides it into another (``m_0``), which the name ``m`` stands for; in a
+    nested scope, though, ``m`` binds to the container of that name: the sum (upstream DaCe on the CPU gives the same
+    wrong result). Signature: a reduction's output that the mean's division reads and a nested SDFG reads too."""
+    from dace.libraries.standard.nodes import Reduce
+
+    for node, state in sdfg.all_nodes_recursive():
+        if not (isinstance(state, dace.SDFGState) and isinstance(node, Reduce)):
+            continue
+        for out in state.out_edges(node):
+            name, owner = out.data.data, state.sdfg
+            readers = [
+                leaf.dst
+                for st in owner.states()
+                for access in st.data_nodes()
+                if access.data == name
+                for edge in st.out_edges(access)
+                for leaf in st.memlet_tree(edge).leaves()
+            ]
+            divides = any(isinstance(r, nodes.Tasklet) and any(map(_divides, r.code.code)) for r in readers)
+            nested = [r for r in readers if isinstance(r, nodes.NestedSDFG)]
+            if divides and nested:
+                info = nested[0].debuginfo
+                where = f" at {info.filename}:{info.start_line}" if info is not None and info.filename else ""
+                raise NotPersistableError(
+                    f"'{name}' (a np.mean result) is read inside a dace.map or nested program{where}: DaCe's frontend "
+                    f"binds '{name}' there to the sum, not the mean (a wrong result; upstream DaCe alike). Fix: use "
+                    f"'{name}' outside the map (e[:] = a - {name}), or write '{name} = np.mean(...) + 0.0' or "
+                    f"'{name} = np.sum(...) / n'."
+                )
 
 
 def numpy_result_types(sdfg: dace.SDFG) -> list[str]:

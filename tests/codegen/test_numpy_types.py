@@ -12,6 +12,7 @@ import pytest
 from dace_cpufree.transformations.numpy_types import retype_bool_sums, retype_true_divisions
 
 import dace_cpufree
+from dace_cpufree.errors import NotPersistableError
 from dace_cpufree.runtime import build
 
 N, M = dace.symbol("N"), dace.symbol("M")
@@ -49,6 +50,20 @@ def counts(A: dace.float64[N, M], total: dace.int64[1], share: dace.float64[1], 
     total[0] = np.sum(A > 0.5)
     share[0] = np.sum(A > 0.5) / (N * M)
     per_row[:] = np.sum(A > 0.25, axis=1)
+
+
+@dace.program
+def mean_in_a_map(a: dace.float64[N], e: dace.float64[N]):
+    m = np.mean(a)
+    for i in dace.map[0:N]:
+        e[i] = a[i] - m
+
+
+@dace.program
+def mean_in_a_map_rewritten(a: dace.float64[N], e: dace.float64[N]):
+    m = np.mean(a) + 0.0
+    for i in dace.map[0:N]:
+        e[i] = a[i] - m
 
 
 def _inputs():
@@ -102,6 +117,16 @@ def test_means_of_booleans_and_min_max_of_bools_and_shorts_match_numpy(race_chec
     np.testing.assert_allclose(share[0], np.mean(A > 0.5), rtol=1e-15)
     assert flags.tolist() == [np.max(A > 2.0), np.min(A > -1.0)] == [True, True]
     assert small.tolist() == [-3, 1]
+
+
+def test_a_mean_read_inside_a_map_is_refused_with_the_line_and_fix():
+    """DaCe's frontend binds a np.mean result read inside a dace.map body to the sum (e = a - 25 for NumPy's
+    a - 3.57, upstream DaCe on the CPU alike): refused, naming the line and the rewrite, which then matches NumPy."""
+    with pytest.raises(NotPersistableError, match=r"'m' \(a np.mean result\).*test_numpy_types.py:\d+.*Fix: .*\+ 0.0"):
+        dace_cpufree.compile(mean_in_a_map, backend="emulate")
+    a, e = np.array([1.0, 2, 4, 7, 9, -3, 5]), np.zeros(7)
+    dace_cpufree.compile(mean_in_a_map_rewritten, backend="emulate")(a, e)
+    np.testing.assert_allclose(e, a - np.mean(a), rtol=1e-14)
 
 
 @pytest.mark.compile

@@ -63,11 +63,26 @@ def retype_bool_sums(sdfg: dace.SDFG) -> list[str]:
     return retyped
 
 
+def _mean_division(node) -> bool:
+    """The division of ``np.mean``'s expansion: DaCe's elementwise tasklet ``__out = (__inp / n)`` (a division the
+    program writes is a ``_Div_`` tasklet of ``__in1``)."""
+    if not (isinstance(node, nodes.Tasklet) and node.label.startswith("_elementwise_")):
+        return False
+    stmts = node.code.code
+    return (
+        len(stmts) == 1
+        and _divides(stmts[0])
+        and isinstance(stmts[0].value.left, ast.Name)
+        and stmts[0].value.left.id == "__inp"
+    )
+
+
 def check_mean_bindings(sdfg: dace.SDFG) -> None:
     """Refuses ``m = np.mean(...)`` read inside a ``dace.map`` body or a nested program. DaCe's frontend reduces the
     sum into a container named ``m`` and divides it into another (``m_0``), which the name ``m`` stands for; in a
     nested scope, though, ``m`` binds to the container of that name: the sum (upstream DaCe on the CPU gives the same
-    wrong result). Signature: a reduction's output that the mean's division reads and a nested SDFG reads too."""
+    wrong result). Signature: a reduction's output that the mean's division reads and a nested SDFG reads too (a sum
+    the program divides itself, ``s / n``, is another tasklet: not refused)."""
     from dace.libraries.standard.nodes import Reduce
 
     for node, state in sdfg.all_nodes_recursive():
@@ -83,7 +98,7 @@ def check_mean_bindings(sdfg: dace.SDFG) -> None:
                 for edge in st.out_edges(access)
                 for leaf in st.memlet_tree(edge).leaves()
             ]
-            divides = any(isinstance(r, nodes.Tasklet) and any(map(_divides, r.code.code)) for r in readers)
+            divides = any(_mean_division(r) for r in readers)
             nested = [r for r in readers if isinstance(r, nodes.NestedSDFG)]
             if divides and nested:
                 info = nested[0].debuginfo

@@ -66,6 +66,14 @@ def mean_in_a_map_rewritten(a: dace.float64[N], e: dace.float64[N]):
         e[i] = a[i] - m
 
 
+@dace.program
+def sum_in_a_map(a: dace.float64[N], e: dace.float64[N], mean: dace.float64[1]):
+    s = np.sum(a)
+    mean[0] = s / N  # the program's own division of the sum: the map reads the sum, as written
+    for i in dace.map[0:N]:
+        e[i] = a[i] - s
+
+
 def _inputs():
     rng = np.random.default_rng(2)
     return rng.integers(-50, 50, 11), rng.integers(-9, 9, (11, 6)).astype(np.int32)
@@ -127,6 +135,10 @@ def test_a_mean_read_inside_a_map_is_refused_with_the_line_and_fix():
     a, e = np.array([1.0, 2, 4, 7, 9, -3, 5]), np.zeros(7)
     dace_cpufree.compile(mean_in_a_map_rewritten, backend="emulate")(a, e)
     np.testing.assert_allclose(e, a - np.mean(a), rtol=1e-14)
+    mean = np.zeros(1)
+    dace_cpufree.compile(sum_in_a_map, backend="emulate")(a, e, mean)
+    np.testing.assert_allclose(e, a - np.sum(a), rtol=1e-14)
+    np.testing.assert_allclose(mean[0], np.mean(a), rtol=1e-14)
 
 
 @pytest.mark.compile

@@ -77,14 +77,34 @@ def _mean_division(node) -> bool:
     )
 
 
+def _control_reads(sdfg: dace.SDFG) -> set[str]:
+    """The names the control flow of ``sdfg`` (not its nested SDFGs) reads: branch and loop conditions, loop
+    statements and interstate edges."""
+    from dace.sdfg.state import ConditionalBlock, LoopRegion
+
+    names = set()
+    for edge in sdfg.all_interstate_edges():
+        names |= set(edge.data.read_symbols())
+    for block in sdfg.all_control_flow_blocks():
+        codes = []
+        if isinstance(block, ConditionalBlock):
+            codes = [condition for condition, _ in block.branches]
+        elif isinstance(block, LoopRegion):
+            codes = [block.loop_condition, block.init_statement, block.update_statement]
+        names |= {str(x) for code in codes if code is not None for x in code.get_free_symbols()}
+    return names
+
+
 def check_mean_bindings(sdfg: dace.SDFG) -> None:
-    """Refuses ``m = np.mean(...)`` read inside a ``dace.map`` body or a nested program. DaCe's frontend reduces the
-    sum into a container named ``m`` and divides it into another (``m_0``), which the name ``m`` stands for; in a
-    nested scope, though, ``m`` binds to the container of that name: the sum (upstream DaCe on the CPU gives the same
-    wrong result). Signature: a reduction's output that the mean's division reads and a nested SDFG reads too (a sum
-    the program divides itself, ``s / n``, is another tasklet: not refused)."""
+    """Refuses ``m = np.mean(...)`` read inside a ``dace.map`` body (or a nested program called inside one) or in a
+    condition or loop bound. DaCe's frontend reduces the sum into a container named ``m`` and divides it into another
+    (``m_0``), which the name ``m`` stands for in the program's dataflow; in a nested scope and in control flow,
+    though, ``m`` binds to the container of that name: the sum (upstream DaCe on the CPU gives the same wrong result).
+    Signature: a reduction's output that the mean's division reads and a nested SDFG or the control flow reads too
+    (a sum the program divides itself, ``s / n``, is another tasklet: not refused)."""
     from dace.libraries.standard.nodes import Reduce
 
+    controls = {}
     for node, state in sdfg.all_nodes_recursive():
         if not (isinstance(state, dace.SDFGState) and isinstance(node, Reduce)):
             continue
@@ -98,17 +118,22 @@ def check_mean_bindings(sdfg: dace.SDFG) -> None:
                 for edge in st.out_edges(access)
                 for leaf in st.memlet_tree(edge).leaves()
             ]
-            divides = any(_mean_division(r) for r in readers)
+            if not any(_mean_division(r) for r in readers):
+                continue
             nested = [r for r in readers if isinstance(r, nodes.NestedSDFG)]
-            if divides and nested:
-                info = nested[0].debuginfo
-                where = f" at {info.filename}:{info.start_line}" if info is not None and info.filename else ""
-                raise NotPersistableError(
-                    f"'{name}' (a np.mean result) is read inside a dace.map or nested program{where}: DaCe's frontend "
-                    f"binds '{name}' there to the sum, not the mean (a wrong result; upstream DaCe alike). Fix: use "
-                    f"'{name}' outside the map (e[:] = a - {name}), or write '{name} = np.mean(...) + 0.0' or "
-                    f"'{name} = np.sum(...) / n'."
-                )
+            if id(owner) not in controls:
+                controls[id(owner)] = _control_reads(owner)
+            if not nested and name not in controls[id(owner)]:
+                continue
+            # the map's line; control flow has none (and the reduction's is inside DaCe's frontend)
+            info = nested[0].debuginfo if nested else None
+            line = f" at {info.filename}:{info.start_line}" if info is not None and info.filename else ""
+            place = f"inside a dace.map{line}" if nested else "in a condition or loop bound of the program"
+            raise NotPersistableError(
+                f"'{name}' (a np.mean result) is read {place}: DaCe's frontend binds '{name}' there to the sum, "
+                f"not the mean (a wrong result; upstream DaCe alike). Fix: write '{name} = np.mean(...) + 0.0' or "
+                f"'{name} = np.sum(...) / n', or use '{name}' only in array expressions outside maps."
+            )
 
 
 def numpy_result_types(sdfg: dace.SDFG) -> list[str]:

@@ -67,6 +67,15 @@ def mean_in_a_map_rewritten(a: dace.float64[N], e: dace.float64[N]):
 
 
 @dace.program
+def mean_in_a_condition(a: dace.float64[N], e: dace.float64[N]):
+    m = np.mean(a)
+    if m > 4.0:
+        e[:] = a
+    else:
+        e[:] = -a
+
+
+@dace.program
 def sum_in_a_map(a: dace.float64[N], e: dace.float64[N], mean: dace.float64[1]):
     s = np.sum(a)
     mean[0] = s / N  # the program's own division of the sum: the map reads the sum, as written
@@ -128,10 +137,13 @@ def test_means_of_booleans_and_min_max_of_bools_and_shorts_match_numpy(race_chec
 
 
 def test_a_mean_read_inside_a_map_is_refused_with_the_line_and_fix():
-    """DaCe's frontend binds a np.mean result read inside a dace.map body to the sum (e = a - 25 for NumPy's
-    a - 3.57, upstream DaCe on the CPU alike): refused, naming the line and the rewrite, which then matches NumPy."""
+    """DaCe's frontend binds a np.mean result read inside a dace.map body or in a condition to the sum (e = a - 25 for
+    NumPy's a - 3.57, upstream DaCe on the CPU alike): refused, naming the line and the rewrite, which then matches
+    NumPy; a sum the program divides itself and reads in a map is accepted."""
     with pytest.raises(NotPersistableError, match=r"'m' \(a np.mean result\).*test_numpy_types.py:\d+.*Fix: .*\+ 0.0"):
         dace_cpufree.compile(mean_in_a_map, backend="emulate")
+    with pytest.raises(NotPersistableError, match=r"'m' \(a np.mean result\) is read in a condition"):
+        dace_cpufree.compile(mean_in_a_condition, backend="emulate")  # `if m > 4.0` compared the sum, 25
     a, e = np.array([1.0, 2, 4, 7, 9, -3, 5]), np.zeros(7)
     dace_cpufree.compile(mean_in_a_map_rewritten, backend="emulate")(a, e)
     np.testing.assert_allclose(e, a - np.mean(a), rtol=1e-14)

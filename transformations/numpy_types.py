@@ -78,20 +78,12 @@ def _mean_division(node) -> bool:
 
 
 def _control_reads(sdfg: dace.SDFG) -> set[str]:
-    """The names the control flow of ``sdfg`` (not its nested SDFGs) reads: branch and loop conditions, loop
-    statements and interstate edges."""
-    from dace.sdfg.state import ConditionalBlock, LoopRegion
-
-    names = set()
-    for edge in sdfg.all_interstate_edges():
-        names |= set(edge.data.read_symbols())
+    """The names the control flow of ``sdfg`` (not its nested SDFGs) reads: its blocks' code (branch and loop
+    conditions, loop statements) and its interstate edges."""
+    names = {str(x) for edge in sdfg.all_interstate_edges() for x in edge.data.read_symbols()}
     for block in sdfg.all_control_flow_blocks():
-        codes = []
-        if isinstance(block, ConditionalBlock):
-            codes = [condition for condition, _ in block.branches]
-        elif isinstance(block, LoopRegion):
-            codes = [block.loop_condition, block.init_statement, block.update_statement]
-        names |= {str(x) for code in codes if code is not None for x in code.get_free_symbols()}
+        for code in block.get_meta_codeblocks() if hasattr(block, "get_meta_codeblocks") else ():
+            names |= {str(x) for x in code.get_free_symbols()}
     return names
 
 

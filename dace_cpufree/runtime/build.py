@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import functools
@@ -29,6 +30,15 @@ def cache_dir() -> Path:
     path = Path(env("DACE_CPUFREE_CACHE") or Path.home() / ".cache" / "dace_cpufree")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path):
+    """Holds an exclusive lock on the file ``lock`` (created if missing) for the ``with`` block: processes that
+    build into one cache folder build each entry once."""
+    with open(lock, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def find_nvcc() -> str | None:
@@ -208,8 +218,7 @@ def build(
     source = folder / f"{name}{suffix}"
     output = folder / (f"lib{name}.so" if shared else f"{name}.o")
     # One build per folder at a time: the processes of an MPI job compile the same program together.
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(folder / ".lock"):
         if output.exists():
             return output
         source.write_text(code)

@@ -22,7 +22,6 @@ DaCe 2.0.0b1's frontend fails on ``dace.comm.Isend(buf, <symbol or constant>, <t
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import sys
@@ -33,7 +32,7 @@ import dace
 import numpy as np
 from dace.transformation.dataflow.map_fusion_vertical import MapFusionVertical
 
-from dace_cpufree.runtime.build import cache_dir
+from dace_cpufree.runtime.build import cache_dir, exclusive
 
 from . import jacobi_2d as _j2d
 
@@ -243,8 +242,7 @@ def build(program: str, device: str = "gpu") -> float:
     compile time in seconds (0 when it was built already)."""
     folder = build_folder(program, device)
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".{folder.name}.lock", "w") as lock:  # processes that share the cache build it once
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(folder.parent / f".{folder.name}.lock"):  # beside the folder: DaCe may clear the folder itself
         if (folder / "built").exists():
             return 0.0
         t0 = time.perf_counter()

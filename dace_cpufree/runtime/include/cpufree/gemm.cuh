@@ -666,8 +666,9 @@ __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A,
     if constexpr (gemm_uses_library<T>::value) {
         // Few rows: FP32 only. In FP64 the streaming form reached 1.7-2.6 TB/s on B and 0.67-0.97x cuBLAS on four
         // of five shapes (H100): the tiles keep those products.
+        const bool runs_tile = gemm_detail::block_runs_tile<Tile>();
         if constexpr (sizeof(T) == 4) {
-            if (blockDim.x >= Tile::kThreads && gemm_detail::skinny_applies<T, Tile>(M, transB)) {
+            if (runs_tile && gemm_detail::skinny_applies<T, Tile>(M, transB)) {
                 if (M <= 4)
                     gemm_detail::gemm_skinny<T, Tile, 4>(M, N, K, alpha, A, lda, transA, B, ldb, beta, C, ldc);
                 else if (M <= 8)
@@ -678,7 +679,7 @@ __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A,
                 return;
             }
         }
-        if (gemm_detail::block_runs_tile<Tile>())
+        if (runs_tile)
             gemm_detail::gemm_tensor<T, Tile>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
         else
             gemm_detail::gemm_plain<T>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);

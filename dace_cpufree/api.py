@@ -16,6 +16,7 @@ from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
 from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
 from dace_cpufree.transformations.arg_reductions import split_arg_reductions
 from dace_cpufree.transformations.block_scopes import prepare_block_scopes
+from dace_cpufree.transformations.frontend_states import rehome_nested_call_states
 from dace_cpufree.transformations.numpy_types import check_mean_bindings, numpy_result_types
 from dace_cpufree.vocabulary import collectives, communicates, has_symmetric
 
@@ -25,6 +26,7 @@ def _to_sdfg(program_or_sdfg) -> dace.SDFG:
         return copy.deepcopy(program_or_sdfg)
     if hasattr(program_or_sdfg, "to_sdfg"):
         sdfg = program_or_sdfg.to_sdfg(simplify=False)
+        rehome_nested_call_states(sdfg)  # np.mean in a loop or branch: its states in the wrong region
         check_mean_bindings(sdfg)  # a wrong binding of DaCe's frontend, refused
         numpy_result_types(sdfg)  # before simplification copies the transients' types into symbols
         sdfg.simplify(validate=False)

@@ -5,6 +5,10 @@ transients concerned into symbols or copies of their type (docs/dace-limitations
   tasklet (``__out = __inp / N``) that writes a transient of the input's type: for an integer array the mean was
   truncated (``np.mean([1, 2, 4, 7, 9])`` gave 4.0, not 4.6). The tasklet's code is Python, so its integer
   transient output is retyped float64.
+- NumPy promotes integer arithmetic with such a float to float64; DaCe's frontend typed it from the integer mean
+  (``np.mean(a) * 2 + 1`` of an integer ``a`` gave an integer, ``(a - np.mean(a)) * 2`` was truncated before the
+  product). The retyping follows the frontend's operator tasklets and reductions from the retyped transients on
+  (``promote_from_retyped``).
 - A sum of booleans counts them. DaCe's ``np.sum(A > t)`` reduces into a bool transient, so the count was 1 (or 0);
   NumPy's is an int64. The reduction's bool output transient is retyped int64.
 """
@@ -24,7 +28,13 @@ from dace_cpufree.errors import NotPersistableError
 
 def retype_true_divisions(sdfg: dace.SDFG) -> list[str]:
     """Retypes, in ``sdfg`` and its nested SDFGs, every integer transient that a Python tasklet assigns a true
-    division (``x = a / b``) to; returns the containers' names."""
+    division (``x = a / b``) to, and what the program computes from it with NumPy's promotion
+    (``promote_from_retyped``); returns the containers' names."""
+    seeds = _retype_divisions(sdfg)
+    return [name for _, name in seeds] + promote_from_retyped(seeds)
+
+
+def _retype_divisions(sdfg: dace.SDFG) -> list[tuple[dace.SDFG, str]]:
     retyped = []
     for node, state in sdfg.all_nodes_recursive():
         if not (isinstance(node, nodes.Tasklet) and node.language == dtypes.Language.Python):
@@ -37,8 +47,100 @@ def retype_true_divisions(sdfg: dace.SDFG) -> list[str]:
             # an integer or a bool (np.mean(A > t), whose sum is counted, below)
             if desc.transient and np.dtype(desc.dtype.type).kind in "biu":
                 desc.dtype = dtypes.float64
-                retyped.append(edge.data.data)
+                retyped.append((state.sdfg, edge.data.data))
     return retyped
+
+
+#: The frontend's tasklets of NumPy's arithmetic operators whose result type is the promotion of their operands'
+#: (``_Add_``, ...); a float operand makes the result float64.
+PROMOTING_OPERATORS = frozenset(f"_{op}_" for op in ("Add", "Sub", "Mult", "USub", "UAdd"))
+
+
+def _is_integer(desc) -> bool:
+    return np.dtype(desc.dtype.type).kind in "biu"
+
+
+def promote_from_retyped(seeds: list[tuple[dace.SDFG, str]]) -> list[str]:
+    """NumPy's promotion from containers retyped float64 (``seeds``: an SDFG and a container of it) through what the
+    frontend typed from their integer type: an integer transient that an operator tasklet (``PROMOTING_OPERATORS``) or
+    a reduction writes from a retyped container, and that only such nodes write, is retyped float64, and so on from
+    it. One that is only copied into integer arrays stays (NumPy casts the float to the array's type on that
+    assignment: the same truncation); a view, a container a nested SDFG reads or writes, or one both copied into an
+    integer array and read otherwise is refused with the fix. Returns the names of the containers retyped."""
+    by_sdfg: dict[int, tuple[dace.SDFG, set[str]]] = {}
+    for sdfg, name in seeds:
+        by_sdfg.setdefault(id(sdfg), (sdfg, set()))[1].add(name)
+    retyped = []
+    for sdfg, floats in by_sdfg.values():
+        retyped += _promote_in(sdfg, floats)
+    return retyped
+
+
+def _promote_in(sdfg: dace.SDFG, floats: set[str]) -> list[str]:
+    from dace.libraries.standard.nodes import Reduce
+
+    def computes(node) -> bool:
+        return isinstance(node, Reduce) or (isinstance(node, nodes.Tasklet) and node.label in PROMOTING_OPERATORS)
+
+    writers: dict[str, list] = {}  # container -> the nodes that write it (through map scopes)
+    copies: dict[str, set[str]] = {}  # container -> the containers it is copied into
+    other_reads: set[str] = set()  # containers read by anything but a copy
+    nested: set[str] = set()
+    for state in sdfg.states():
+        for node in state.nodes():
+            if isinstance(node, nodes.NestedSDFG):
+                nested |= {e.data.data for e in state.all_edges(node) if e.data.data}
+            if not isinstance(node, nodes.AccessNode):
+                continue
+            for edge in state.in_edges(node):
+                if edge.data.data is not None:
+                    writers.setdefault(node.data, []).append(state.memlet_path(edge)[0].src)
+            for edge in state.out_edges(node):
+                if isinstance(edge.dst, nodes.AccessNode):
+                    copies.setdefault(node.data, set()).add(edge.dst.data)
+                elif edge.data.data is not None:
+                    other_reads.add(node.data)
+    retyped = []
+    changed = True
+    while changed:
+        changed = False
+        for state in sdfg.states():
+            for node in state.nodes():
+                if not computes(node):
+                    continue
+                reads = {state.memlet_path(e)[0].src for e in state.in_edges(node) if e.data.data is not None}
+                if not any(isinstance(r, nodes.AccessNode) and r.data in floats for r in reads):
+                    continue
+                for edge in state.out_edges(node):
+                    name = edge.data.data
+                    if name is None or name in floats or not _is_integer(sdfg.arrays[name]):
+                        continue
+                    desc = sdfg.arrays[name]
+                    into_integers = any(_is_integer(sdfg.arrays[c]) and c not in floats for c in copies.get(name, ()))
+                    if not desc.transient or not all(computes(w) for w in writers.get(name, [])):
+                        continue  # an array the program declared: NumPy keeps its type
+                    if into_integers and name not in other_reads and not isinstance(desc, dace.data.View):
+                        continue  # staged for an integer array: truncated there, as NumPy's assignment does
+                    if isinstance(desc, dace.data.View) or name in nested or into_integers:
+                        raise NotPersistableError(
+                            f"'{name}' is computed from the mean of an integer array (NumPy: a float64), but DaCe's "
+                            f"frontend typed it {desc.dtype.to_string()} and it is {_why_kept(desc, name, nested)}, "
+                            f"so it cannot be retyped here (a wrong, truncated result). Fix: take the mean of "
+                            f"'a.astype(np.float64)', or write the expression into a float64 array first."
+                        )
+                    desc.dtype = dtypes.float64
+                    floats.add(name)
+                    retyped.append(name)
+                    changed = True
+    return retyped
+
+
+def _why_kept(desc, name: str, nested: set[str]) -> str:
+    if isinstance(desc, dace.data.View):
+        return "a view"
+    if name in nested:
+        return "passed to a nested program"
+    return "both copied into an integer array and read as a value"
 
 
 def _divides(stmt: ast.stmt) -> bool:

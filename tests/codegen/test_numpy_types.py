@@ -83,6 +83,41 @@ def sum_in_a_map(a: dace.float64[N], e: dace.float64[N], mean: dace.float64[1]):
         e[i] = a[i] - s
 
 
+@dace.program
+def promoted_from_integer_means(
+    a: dace.int64[N],
+    scaled: dace.float64[N],
+    centred: dace.float64[N],
+    stats: dace.float64[3],
+    shifted: dace.float64[N],
+):
+    scaled[:] = (a - np.mean(a)) * 2  # the difference was truncated before the product
+    m = np.mean(a)
+    shifted[:] = -m + a
+    stats[0] = np.mean(a) * 2 + 1  # was an integer
+    stats[1] = np.sum((a - np.mean(a)) ** 2)
+    stats[2] = np.sum(a - np.mean(a)) + 0.5  # the sum of a float array, reduced into an integer
+    centred[:] = a - np.mean(a)
+
+
+@dace.program
+def integer_targets_of_integer_means(
+    a: dace.int64[N], into_int: dace.int64[N], cast: dace.int64[N], d_out: dace.float64[N]
+):
+    into_int[:] = a - np.mean(a)  # NumPy casts on assignment: truncated
+    cast[:] = (a - np.mean(a)).astype(np.int64) * 3
+    d = np.empty(N, np.int64)
+    d[:] = a - np.mean(a)  # a declared integer array keeps its type
+    d_out[:] = d * 2
+
+
+@dace.program
+def integer_mean_copied_and_read(a: dace.int64[N], into_int: dace.int64[N], half: dace.float64[N]):
+    d = a - np.mean(a)
+    into_int[:] = d
+    half[:] = d * 0.5
+
+
 def _inputs():
     rng = np.random.default_rng(2)
     return rng.integers(-50, 50, 11), rng.integers(-9, 9, (11, 6)).astype(np.int32)
@@ -153,6 +188,37 @@ def test_a_mean_read_inside_a_map_is_refused_with_the_line_and_fix():
     np.testing.assert_allclose(mean[0], np.mean(a), rtol=1e-14)
 
 
+@pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])
+def test_arithmetic_on_integer_means_is_promoted_as_numpy_does(race_check):
+    """NumPy promotes integer arithmetic with a mean to float64; DaCe's frontend typed the results from the integer
+    mean (np.mean(a) * 2 + 1 gave 9 for 10.71, (a - np.mean(a)) * 2 was truncated before the product). Results kept
+    in integer arrays (an assignment into one, astype, a declared integer array) stay NumPy's integers."""
+    a = np.array([1, 2, 4, 7, 9, 3, 8], np.int64)
+    scaled, centred, stats, shifted = np.zeros(7), np.zeros(7), np.zeros(3), np.zeros(7)
+    run = dace_cpufree.compile(promoted_from_integer_means, backend="emulate", race_check=race_check)
+    run(a, scaled, centred, stats, shifted)
+    np.testing.assert_allclose(scaled, (a - a.mean()) * 2, rtol=1e-14)
+    np.testing.assert_allclose(centred, a - a.mean(), rtol=1e-14)
+    np.testing.assert_allclose(shifted, -a.mean() + a, rtol=1e-14)
+    ref = [a.mean() * 2 + 1, np.sum((a - a.mean()) ** 2), np.sum(a - a.mean()) + 0.5]
+    np.testing.assert_allclose(stats, ref, rtol=1e-12, atol=1e-12)
+    assert stats[0] != int(stats[0]) and (scaled != np.trunc(scaled)).any()
+
+    into_int, cast, d_out = np.zeros(7, np.int64), np.zeros(7, np.int64), np.zeros(7)
+    run = dace_cpufree.compile(integer_targets_of_integer_means, backend="emulate", race_check=race_check)
+    run(a, into_int, cast, d_out)
+    np.testing.assert_array_equal(into_int, (a - a.mean()).astype(np.int64))
+    np.testing.assert_array_equal(cast, (a - a.mean()).astype(np.int64) * 3)
+    np.testing.assert_array_equal(d_out, (a - a.mean()).astype(np.int64) * 2.0)
+
+
+def test_an_integer_mean_result_both_truncated_and_read_is_refused():
+    """d = a - np.mean(a) copied into an integer array and read as a float: NumPy's d is float64, but retyping it would
+    make the copy into the integer array a copy of another type; refused with the fix."""
+    with pytest.raises(NotPersistableError, match=r"'d' is computed from the mean of an integer array.*Fix: .*astype"):
+        dace_cpufree.compile(integer_mean_copied_and_read, backend="emulate")
+
+
 @pytest.mark.compile
 def test_nvcc_builds_the_python_quotients():
     source = dace_cpufree.kernel_source(integer_means)
@@ -167,3 +233,14 @@ def test_means_of_integer_arrays_keep_their_fraction_on_gpu():
     dace_cpufree.compile(integer_means)(a, A, whole, rows)
     np.testing.assert_allclose(whole[0], np.mean(a), rtol=1e-14)
     np.testing.assert_allclose(rows, np.mean(A, axis=1), rtol=1e-14)
+
+
+@pytest.mark.gpu
+def test_arithmetic_on_integer_means_is_promoted_on_gpu():
+    a = np.random.default_rng(8).integers(-40, 40, 1001)
+    scaled, centred, stats, shifted = np.zeros(1001), np.zeros(1001), np.zeros(3), np.zeros(1001)
+    dace_cpufree.compile(promoted_from_integer_means)(a, scaled, centred, stats, shifted)
+    np.testing.assert_allclose(scaled, (a - a.mean()) * 2, rtol=1e-12)
+    np.testing.assert_allclose(shifted, -a.mean() + a, rtol=1e-12)
+    ref = [a.mean() * 2 + 1, np.sum((a - a.mean()) ** 2), np.sum(a - a.mean()) + 0.5]
+    np.testing.assert_allclose(stats, ref, rtol=1e-10, atol=1e-9)

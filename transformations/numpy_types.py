@@ -46,8 +46,8 @@ def _retype_divisions(sdfg: dace.SDFG) -> list[tuple[dace.SDFG, str]]:
             desc = state.sdfg.arrays[edge.data.data]
             # an integer or a bool (np.mean(A > t), whose sum is counted, below)
             if desc.transient and np.dtype(desc.dtype.type).kind in "biu":
-                desc.dtype = dtypes.float64
                 retyped.append((state.sdfg, edge.data.data))
+                retyped += _retype(state.sdfg, edge.data.data, dtypes.float64)
     return retyped
 
 
@@ -63,20 +63,31 @@ def _is_integer(desc) -> bool:
 def promote_from_retyped(seeds: list[tuple[dace.SDFG, str]]) -> list[str]:
     """NumPy's promotion from containers retyped float64 (``seeds``: an SDFG and a container of it) through what the
     frontend typed from their integer type: an integer transient that an operator tasklet (``PROMOTING_OPERATORS``) or
-    a reduction writes from a retyped container, and that only such nodes write, is retyped float64, and so on from
-    it. One that is only copied into integer arrays stays (NumPy casts the float to the array's type on that
-    assignment: the same truncation); a view, a container a nested SDFG reads or writes, or one both copied into an
-    integer array and read otherwise is refused with the fix. Returns the names of the containers retyped."""
-    by_sdfg: dict[int, tuple[dace.SDFG, set[str]]] = {}
-    for sdfg, name in seeds:
-        by_sdfg.setdefault(id(sdfg), (sdfg, set()))[1].add(name)
+    a reduction writes from a retyped container, and that only such nodes write, is retyped float64 (with the
+    descriptors nested SDFGs bind to it, which are followed in turn), and so on from it. One that is only copied into
+    integer arrays stays (NumPy casts the float to the array's type on that assignment: the same truncation); a view,
+    or one both copied into an integer array and read otherwise, is refused with the fix. Returns the names of the
+    containers retyped."""
+    pending = list(seeds)
+    floats: dict[int, set[str]] = {}
     retyped = []
-    for sdfg, floats in by_sdfg.values():
-        retyped += _promote_in(sdfg, floats)
+    while pending:
+        by_sdfg: dict[int, tuple[dace.SDFG, set[str]]] = {}
+        for sdfg, name in pending:
+            by_sdfg.setdefault(id(sdfg), (sdfg, set()))[1].add(name)
+        pending = []
+        for key, (sdfg, names) in by_sdfg.items():
+            known = floats.setdefault(key, set())
+            known |= names
+            found, inner = _promote_in(sdfg, known)
+            retyped += found
+            pending += [(sd, n) for sd, n in inner if n not in floats.get(id(sd), ())]
     return retyped
 
 
-def _promote_in(sdfg: dace.SDFG, floats: set[str]) -> list[str]:
+def _promote_in(sdfg: dace.SDFG, floats: set[str]) -> tuple[list[str], list[tuple[dace.SDFG, str]]]:
+    """``promote_from_retyped`` within one SDFG; returns the names retyped and the nested SDFGs' containers retyped
+    with them."""
     from dace.libraries.standard.nodes import Reduce
 
     def computes(node) -> bool:
@@ -85,13 +96,8 @@ def _promote_in(sdfg: dace.SDFG, floats: set[str]) -> list[str]:
     writers: dict[str, list] = {}  # container -> the nodes that write it (through map scopes)
     copies: dict[str, set[str]] = {}  # container -> the containers it is copied into
     other_reads: set[str] = set()  # containers read by anything but a copy
-    nested: set[str] = set()
     for state in sdfg.states():
-        for node in state.nodes():
-            if isinstance(node, nodes.NestedSDFG):
-                nested |= {e.data.data for e in state.all_edges(node) if e.data.data}
-            if not isinstance(node, nodes.AccessNode):
-                continue
+        for node in state.data_nodes():
             for edge in state.in_edges(node):
                 if edge.data.data is not None:
                     writers.setdefault(node.data, []).append(state.memlet_path(edge)[0].src)
@@ -100,7 +106,7 @@ def _promote_in(sdfg: dace.SDFG, floats: set[str]) -> list[str]:
                     copies.setdefault(node.data, set()).add(edge.dst.data)
                 elif edge.data.data is not None:
                     other_reads.add(node.data)
-    retyped = []
+    retyped, inner = [], []
     changed = True
     while changed:
         changed = False
@@ -119,28 +125,22 @@ def _promote_in(sdfg: dace.SDFG, floats: set[str]) -> list[str]:
                     into_integers = any(_is_integer(sdfg.arrays[c]) and c not in floats for c in copies.get(name, ()))
                     if not desc.transient or not all(computes(w) for w in writers.get(name, [])):
                         continue  # an array the program declared: NumPy keeps its type
-                    if into_integers and name not in other_reads and not isinstance(desc, dace.data.View):
+                    view = isinstance(desc, dace.data.View)
+                    if into_integers and name not in other_reads and not view:
                         continue  # staged for an integer array: truncated there, as NumPy's assignment does
-                    if isinstance(desc, dace.data.View) or name in nested or into_integers:
+                    if view or into_integers:
                         raise NotPersistableError(
                             f"'{name}' is computed from the mean of an integer array (NumPy: a float64), but DaCe's "
-                            f"frontend typed it {desc.dtype.to_string()} and it is {_why_kept(desc, name, nested)}, "
-                            f"so it cannot be retyped here (a wrong, truncated result). Fix: take the mean of "
+                            f"frontend typed it {desc.dtype.to_string()} and it is "
+                            f"{'a view' if view else 'both copied into an integer array and read as a value'}, so it "
+                            f"cannot be retyped here (a wrong, truncated result). Fix: take the mean of "
                             f"'a.astype(np.float64)', or write the expression into a float64 array first."
                         )
-                    desc.dtype = dtypes.float64
+                    inner += _retype(sdfg, name, dtypes.float64)
                     floats.add(name)
                     retyped.append(name)
                     changed = True
-    return retyped
-
-
-def _why_kept(desc, name: str, nested: set[str]) -> str:
-    if isinstance(desc, dace.data.View):
-        return "a view"
-    if name in nested:
-        return "passed to a nested program"
-    return "both copied into an integer array and read as a value"
+    return retyped, inner
 
 
 def _divides(stmt: ast.stmt) -> bool:
@@ -160,9 +160,31 @@ def retype_bool_sums(sdfg: dace.SDFG) -> list[str]:
         for edge in state.out_edges(node):
             desc = state.sdfg.arrays[edge.data.data] if edge.data.data else None
             if desc is not None and desc.transient and desc.dtype == dtypes.bool_:
-                desc.dtype = dtypes.int64
+                _retype(state.sdfg, edge.data.data, dtypes.int64)
                 retyped.append(edge.data.data)
     return retyped
+
+
+def _retype(sdfg: dace.SDFG, name: str, dtype) -> list[tuple[dace.SDFG, str]]:
+    """Retypes container ``name`` of ``sdfg`` and, recursively, the containers that nested SDFGs bind to it through
+    their connectors (a map body reading ``m`` has a descriptor ``m`` of its own, which must agree); returns those
+    inner (SDFG, container) pairs."""
+    sdfg.arrays[name].dtype = dtype
+    inner = []
+    for state in sdfg.states():
+        for node in state.nodes():
+            if not isinstance(node, nodes.NestedSDFG):
+                continue
+            bound = [(e.dst_conn, node.in_connectors) for e in state.in_edges(node) if e.data.data == name]
+            bound += [(e.src_conn, node.out_connectors) for e in state.out_edges(node) if e.data.data == name]
+            for conn, connectors in bound:
+                if conn not in node.sdfg.arrays or node.sdfg.arrays[conn].dtype == dtype:
+                    continue
+                if isinstance(connectors.get(conn), dtypes.typeclass) and connectors[conn] != dtypes.typeclass(None):
+                    connectors[conn] = dtype
+                inner.append((node.sdfg, conn))
+                inner += _retype(node.sdfg, conn, dtype)
+    return inner
 
 
 def _mean_division(node) -> bool:

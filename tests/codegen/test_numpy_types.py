@@ -118,6 +118,15 @@ def integer_mean_copied_and_read(a: dace.int64[N], into_int: dace.int64[N], half
     half[:] = d * 0.5
 
 
+@dace.program
+def results_read_in_a_map(a: dace.int64[N], x: dace.float64[N], e: dace.float64[N], c: dace.float64[N]):
+    m = np.mean(a) * 2  # retyped float64 outside and in the map body
+    k = np.sum(x > 0.5)  # retyped int64 outside and in the map body
+    for i in dace.map[0:N]:
+        e[i] = a[i] - m
+        c[i] = x[i] * k
+
+
 def _inputs():
     rng = np.random.default_rng(2)
     return rng.integers(-50, 50, 11), rng.integers(-9, 9, (11, 6)).astype(np.int32)
@@ -210,6 +219,17 @@ def test_arithmetic_on_integer_means_is_promoted_as_numpy_does(race_check):
     np.testing.assert_array_equal(into_int, (a - a.mean()).astype(np.int64))
     np.testing.assert_array_equal(cast, (a - a.mean()).astype(np.int64) * 3)
     np.testing.assert_array_equal(d_out, (a - a.mean()).astype(np.int64) * 2.0)
+
+
+@pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])
+def test_retyped_results_read_inside_a_map_agree_with_the_map_body(race_check):
+    """A map body is a nested SDFG with descriptors of its own for what it reads: a retyped container's are retyped
+    with it (a bool sum read in a map failed validation, bool against int64; 2 * an integer mean was truncated)."""
+    a, x = np.array([1, 2, 4, 7, 9, 3, 8]), np.linspace(0, 1, 7)
+    e, c = np.zeros(7), np.zeros(7)
+    dace_cpufree.compile(results_read_in_a_map, backend="emulate", race_check=race_check)(a, x, e, c)
+    np.testing.assert_allclose(e, a - np.mean(a) * 2, rtol=1e-14)
+    np.testing.assert_allclose(c, x * np.sum(x > 0.5), rtol=1e-14)
 
 
 def test_an_integer_mean_result_both_truncated_and_read_is_refused():

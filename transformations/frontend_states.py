@@ -7,7 +7,8 @@ state through the sum to the division is an island in the SDFG's top-level regio
 also stay in the loop body, where they no longer connect (the body runs into a dead end). DaCe's simplification then
 stops with "Ambiguous or undefined starting block" (upstream DaCe alike, also for float arrays); a graph that got past
 it would compute the sum outside the loop. ``rehome_nested_call_states`` moves each such island into the region that
-shares its blocks, which reconnects the body in program order.
+shares its blocks, which reconnects the body in program order. In a ``while`` condition the frontend also copies the
+condition's states into the loop body before the island is moved, and the copy lacks the sum: refused with a fix.
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ def rehome_nested_call_states(sdfg: dace.SDFG) -> int:
     moved = 0
     for sd in sdfg.all_sdfgs_recursive():
         moved += _rehome(sd)
+        for region in sd.all_control_flow_regions():
+            sources = [b for b in region.nodes() if region.in_degree(b) == 0]
+            if len(sources) > 1:
+                # a while condition is prepared twice, before the loop and in its body: the body's copy was taken
+                # while the call's sum was still at the top level, so it has none
+                raise NotPersistableError(
+                    f"DaCe's frontend built the control flow of '{sd.label}' with a region that starts at several "
+                    f"states ({', '.join(sorted(b.label for b in sources))}): np.mean (or ndarray.mean, np.argmax, "
+                    f"np.argmin along an axis) in a while condition is built this way. Fix: compute the condition's "
+                    f"value with np.sum(a) / a.size."
+                )
     return moved
 
 

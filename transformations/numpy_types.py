@@ -31,7 +31,7 @@ def retype_true_divisions(sdfg: dace.SDFG) -> list[str]:
     division (``x = a / b``) to, and what the program computes from it with NumPy's promotion
     (``promote_from_retyped``); returns the containers' names."""
     seeds = _retype_divisions(sdfg)
-    return [name for _, name in seeds] + promote_from_retyped(seeds)
+    return [name for _, name in seeds] + promote_from_retyped(sdfg, seeds)
 
 
 def _retype_divisions(sdfg: dace.SDFG) -> list[tuple[dace.SDFG, str]]:
@@ -44,103 +44,291 @@ def _retype_divisions(sdfg: dace.SDFG) -> list[tuple[dace.SDFG, str]]:
             if edge.src_conn not in divided or edge.data.data is None:
                 continue
             desc = state.sdfg.arrays[edge.data.data]
-            # an integer or a bool (np.mean(A > t), whose sum is counted, below)
-            if desc.transient and np.dtype(desc.dtype.type).kind in "biu":
+            # an integer or a bool (np.mean(A > t), whose sum is counted, below); in a nested SDFG also a container
+            # bound to its caller's (a nested program's `return np.mean(x)`), which the promotion follows outwards
+            nested = state.sdfg.parent_sdfg is not None
+            if (desc.transient or nested) and np.dtype(desc.dtype.type).kind in "biu":
                 retyped.append((state.sdfg, edge.data.data))
                 retyped += _retype(state.sdfg, edge.data.data, dtypes.float64)
     return retyped
 
 
-#: The frontend's tasklets of NumPy's arithmetic operators whose result type is the promotion of their operands'
-#: (``_Add_``, ...); a float operand makes the result float64.
-PROMOTING_OPERATORS = frozenset(f"_{op}_" for op in ("Add", "Sub", "Mult", "USub", "UAdd"))
-
-
 def _is_integer(desc) -> bool:
+    if isinstance(desc.dtype, (dtypes.struct, dtypes.pointer)) or desc.dtype.type is None:
+        return False  # an argmax's (value, index) pair, a pointer
     return np.dtype(desc.dtype.type).kind in "biu"
 
 
-def promote_from_retyped(seeds: list[tuple[dace.SDFG, str]]) -> list[str]:
-    """NumPy's promotion from containers retyped float64 (``seeds``: an SDFG and a container of it) through what the
-    frontend typed from their integer type: an integer transient that an operator tasklet (``PROMOTING_OPERATORS``) or
-    a reduction writes from a retyped container, and that only such nodes write, is retyped float64 (with the
-    descriptors nested SDFGs bind to it, which are followed in turn), and so on from it. One that is only copied into
-    integer arrays stays (NumPy casts the float to the array's type on that assignment: the same truncation); a view,
-    or one both copied into an integer array and read otherwise, is refused with the fix. Returns the names of the
-    containers retyped."""
-    pending = list(seeds)
-    floats: dict[int, set[str]] = {}
+def _kind(node) -> str:
+    """How a node passes values on, for NumPy's promotion: ``assign`` (the frontend's ``x[...] = y`` tasklet),
+    ``convert`` (``astype``: NumPy's cast), ``nested`` (a nested SDFG: followed through its connectors), ``compute``
+    (any other tasklet or library node: its result is a float where an operand is), else ``other``."""
+    if isinstance(node, nodes.NestedSDFG):
+        return "nested"
+    if isinstance(node, nodes.Tasklet):
+        if node.label.startswith("_convert_to_"):
+            return "convert"
+        if node.label.startswith("assign_") and node.code.as_string.strip() == "__out = __inp":
+            return "assign"
+        return "compute"
+    return "compute" if isinstance(node, nodes.LibraryNode) else "other"
+
+
+def _source(state, edge):
+    return state.memlet_path(edge)[0].src
+
+
+def _sink(state, edge):
+    return state.memlet_path(edge)[-1].dst
+
+
+def promote_from_retyped(sdfg: dace.SDFG, seeds: list[tuple[dace.SDFG, str]]) -> list[str]:
+    """NumPy's promotion, in ``sdfg`` and its nested SDFGs, from containers retyped float64 (``seeds``: an SDFG and a
+    container of it) through what the frontend typed from their integer type. The values computed from them (by any
+    tasklet or library node but an assignment or ``astype``, through views, element reads and nested SDFGs'
+    connectors) are floats in NumPy; each integer transient holding such values is retyped float64, with the
+    descriptors nested SDFGs bind to it, and the frontend's integer casts of their values in tasklet code become
+    float64 casts. A scalar variable that the program rebinds to a float (``s = 0``, then ``s = s + x[i]``: the
+    frontend keeps one integer container for both, and upstream DaCe gives the truncated sum) takes the float's type
+    as in Python, and is followed the same way. What NumPy keeps an integer stays one: arrays the program takes as
+    arguments (a copy or assignment into one converts each element, truncating as NumPy's assignment does),
+    ``astype``. An integer array the program made and then assigned such a float is refused with the fix (NumPy's type
+    for it depends on how it was made). Returns the names of the containers retyped."""
+    sdfgs = list(sdfg.all_sdfgs_recursive())
+    floats: dict[int, set[str]] = {id(sd): set() for sd in sdfgs}
+    for sd, name in seeds:
+        floats[id(sd)].add(name)
     retyped = []
-    while pending:
-        by_sdfg: dict[int, tuple[dace.SDFG, set[str]]] = {}
-        for sdfg, name in pending:
-            by_sdfg.setdefault(id(sdfg), (sdfg, set()))[1].add(name)
-        pending = []
-        for key, (sdfg, names) in by_sdfg.items():
-            known = floats.setdefault(key, set())
-            known |= names
-            found, inner = _promote_in(sdfg, known)
-            retyped += found
-            pending += [(sd, n) for sd, n in inner if n not in floats.get(id(sd), ())]
+    while True:
+        while any([_spread(sd, floats) for sd in sdfgs]):
+            pass
+        for sd in sdfgs:
+            retyped += _decide(sd, floats)
+        rebound = [(sd, name) for sd in sdfgs for name in _rebind_scalars(sd)]
+        if not rebound:
+            break
+        for sd, name in rebound:
+            floats[id(sd)].add(name)
+            retyped.append(name)
+    for sd in sdfgs:
+        _refuse_made_arrays(sd, floats[id(sd)])
+        _check_bindings(sd, floats)
+        _float_casts(sd)
     return retyped
 
 
-def _promote_in(sdfg: dace.SDFG, floats: set[str]) -> tuple[list[str], list[tuple[dace.SDFG, str]]]:
-    """``promote_from_retyped`` within one SDFG; returns the names retyped and the nested SDFGs' containers retyped
-    with them."""
-    from dace.libraries.standard.nodes import Reduce
-
-    def computes(node) -> bool:
-        return isinstance(node, Reduce) or (isinstance(node, nodes.Tasklet) and node.label in PROMOTING_OPERATORS)
-
-    writers: dict[str, list] = {}  # container -> the nodes that write it (through map scopes)
-    copies: dict[str, set[str]] = {}  # container -> the containers it is copied into
-    other_reads: set[str] = set()  # containers read by anything but a copy
+def _rebind_scalars(sdfg: dace.SDFG) -> list[str]:
+    """Retypes the integer scalar variables (transient scalars) of ``sdfg`` that an assignment or copy gives a float
+    or complex value to the type of that value (NumPy's result type of all such values); returns their names."""
+    found = {}
     for state in sdfg.states():
         for node in state.data_nodes():
-            for edge in state.in_edges(node):
-                if edge.data.data is not None:
-                    writers.setdefault(node.data, []).append(state.memlet_path(edge)[0].src)
-            for edge in state.out_edges(node):
-                if isinstance(edge.dst, nodes.AccessNode):
-                    copies.setdefault(node.data, set()).add(edge.dst.data)
-                elif edge.data.data is not None:
-                    other_reads.add(node.data)
-    retyped, inner = [], []
-    changed = True
-    while changed:
-        changed = False
-        for state in sdfg.states():
-            for node in state.nodes():
-                if not computes(node):
+            desc = sdfg.arrays[node.data]
+            if not (desc.transient and isinstance(desc, dace.data.Scalar) and _is_integer(desc)):
+                continue
+            for e in state.in_edges(node):
+                src = _source(state, e)
+                if _kind(src) == "assign":
+                    src = next((_source(state, r) for r in state.in_edges(src) if r.data.data is not None), None)
+                if not _is_access(src):
                     continue
-                reads = {state.memlet_path(e)[0].src for e in state.in_edges(node) if e.data.data is not None}
-                if not any(isinstance(r, nodes.AccessNode) and r.data in floats for r in reads):
+                value = sdfg.arrays[src.data]
+                if _is_integer(value) or isinstance(value.dtype, (dtypes.struct, dtypes.pointer)):
                     continue
-                for edge in state.out_edges(node):
-                    name = edge.data.data
-                    if name is None or name in floats or not _is_integer(sdfg.arrays[name]):
+                found.setdefault(node.data, []).append(value.dtype.type)
+    for name, types in found.items():
+        _retype(sdfg, name, dtypes.typeclass(np.result_type(*types).type))
+    return list(found)
+
+
+def _spread(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> bool:
+    """One pass of the spread of NumPy-float values in ``sdfg``; whether it found more."""
+    mine, before = floats[id(sdfg)], sum(len(v) for v in floats.values())
+    for state in sdfg.states():
+        for node in state.nodes():
+            kind = _kind(node)
+            if kind == "compute":
+                if any(_source(state, e).data in mine for e in state.in_edges(node) if _is_access(_source(state, e))):
+                    mine |= {_sink(state, e).data for e in state.out_edges(node) if _is_access(_sink(state, e))}
+            elif kind == "nested":
+                inner = floats[id(node.sdfg)]
+                for e in state.in_edges(node):
+                    if (
+                        _is_access(_source(state, e))
+                        and _source(state, e).data in mine
+                        and e.dst_conn in node.sdfg.arrays
+                    ):
+                        inner.add(e.dst_conn)
+                for e in state.out_edges(node):
+                    if e.src_conn in inner and _is_access(_sink(state, e)):
+                        mine.add(_sink(state, e).data)
+            elif isinstance(node, nodes.AccessNode):
+                for e in state.out_edges(node):
+                    if not isinstance(e.dst, nodes.AccessNode):
                         continue
-                    desc = sdfg.arrays[name]
-                    into_integers = any(_is_integer(sdfg.arrays[c]) and c not in floats for c in copies.get(name, ()))
-                    if not desc.transient or not all(computes(w) for w in writers.get(name, [])):
-                        continue  # an array the program declared: NumPy keeps its type
-                    view = isinstance(desc, dace.data.View)
-                    if into_integers and name not in other_reads and not view:
-                        continue  # staged for an integer array: truncated there, as NumPy's assignment does
-                    if view or into_integers:
-                        raise NotPersistableError(
-                            f"'{name}' is computed from the mean of an integer array (NumPy: a float64), but DaCe's "
-                            f"frontend typed it {desc.dtype.to_string()} and it is "
-                            f"{'a view' if view else 'both copied into an integer array and read as a value'}, so it "
-                            f"cannot be retyped here (a wrong, truncated result). Fix: take the mean of "
-                            f"'a.astype(np.float64)', or write the expression into a float64 array first."
-                        )
-                    inner += _retype(sdfg, name, dtypes.float64)
-                    floats.add(name)
-                    retyped.append(name)
-                    changed = True
-    return retyped, inner
+                    # a view and what it views are one container: floats in either are floats in both
+                    views = isinstance(sdfg.arrays[node.data], dace.data.View) or isinstance(
+                        sdfg.arrays[e.dst.data], dace.data.View
+                    )
+                    if views and (node.data in mine or e.dst.data in mine):
+                        mine |= {node.data, e.dst.data}
+                    # an element read (out[i] = d[j]) stages the element in a scalar of the frontend's
+                    dst = sdfg.arrays[e.dst.data]
+                    if node.data in mine and dst.transient and isinstance(dst, dace.data.Scalar):
+                        mine.add(e.dst.data)
+    return sum(len(v) for v in floats.values()) > before
+
+
+def _is_access(node) -> bool:
+    return isinstance(node, nodes.AccessNode)
+
+
+def _refuse(name: str, why: str):
+    raise NotPersistableError(
+        f"'{name}' holds values computed from the mean of an integer array (floats in NumPy; DaCe's frontend typed "
+        f"them as integers), but {why}, so it cannot be retyped consistently (a wrong, truncated result). Fix: take "
+        f"the mean of 'a.astype(np.float64)', or write the expression into a float64 array first."
+    )
+
+
+def _decide(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> list[str]:
+    """Retypes the integer transients of ``sdfg`` that hold NumPy-float values (``floats``, per SDFG) float64 (views
+    with what they view); refuses the ones that also hold integer values."""
+    mine = floats[id(sdfg)]
+    writers: dict[str, list[tuple[str, bool]]] = {}  # container -> (kind of writer, whether it reads floats)
+    for state in sdfg.states():
+        for node in state.data_nodes():
+            for e in state.in_edges(node):
+                if e.data.data is None:
+                    continue
+                src = _source(state, e)
+                if isinstance(src, nodes.AccessNode):
+                    writers.setdefault(node.data, []).append(("copy", src.data in mine))
+                else:
+                    reads = [_source(state, r) for r in state.in_edges(src) if r.data.data is not None]
+                    from_floats = any(_is_access(r) and r.data in mine for r in reads)
+                    if _kind(src) == "nested":
+                        from_floats = e.src_conn in floats[id(src.sdfg)] or from_floats
+                    writers.setdefault(node.data, []).append((_kind(src), from_floats))
+    retyped = []
+    views = []
+    for name in sorted(mine):
+        desc = sdfg.arrays.get(name)
+        if desc is None or not _is_integer(desc) or not desc.transient:
+            continue  # a float already, or an argument: NumPy's assignment casts into its type
+        if isinstance(desc, dace.data.View):
+            views.append(name)
+            continue
+        ws = writers.get(name, [])
+        if not ws or not all(from_floats for _, from_floats in ws):
+            _refuse(name, "the same variable also holds integer values (rebound, or an integer array written)")
+        _retype(sdfg, name, dtypes.float64)
+        retyped.append(name)
+    for name in views:
+        desc = sdfg.arrays[name]
+        linked = {
+            other
+            for state in sdfg.states()
+            for node in state.data_nodes()
+            if node.data == name
+            for e in state.all_edges(node)
+            if isinstance(e.src, nodes.AccessNode) and isinstance(e.dst, nodes.AccessNode)
+            for other in (e.src.data, e.dst.data)
+            if other != name
+        }
+        if any(not _is_integer(sdfg.arrays[o]) for o in linked):
+            _retype(sdfg, name, dtypes.float64)
+            retyped.append(name)
+    return retyped
+
+
+def _refuse_made_arrays(sdfg: dace.SDFG, mine: set[str]) -> None:
+    """Refuses a float holding such values copied or assigned into an integer array the program made (not an
+    argument, a view or a scalar variable): NumPy's type for that array depends on how it was made
+    (np.empty(n, np.int64) keeps it, np.copy of the float would not), which the SDFG does not tell."""
+    for state in sdfg.states():
+        for node in state.data_nodes():
+            desc = sdfg.arrays[node.data]
+            if (
+                node.data in mine
+                or not desc.transient
+                or isinstance(desc, (dace.data.View, dace.data.Scalar))
+                or not _is_integer(desc)
+            ):
+                continue
+            for e in state.in_edges(node):
+                src = _source(state, e)
+                if _kind(src) == "assign":
+                    src = next((_source(state, r) for r in state.in_edges(src) if r.data.data is not None), None)
+                if _is_access(src) and src.data in mine and not _is_integer(sdfg.arrays[src.data]):
+                    why = (
+                        f"it is assigned to '{node.data}', an integer array the program made (NumPy's type for it "
+                        "depends on how it was made: np.empty(n, np.int64) keeps it, np.copy of the float does not)"
+                    )
+                    _refuse(src.data, why)
+
+
+def _check_bindings(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> None:
+    """Refuses a nested SDFG that binds a container holding such values as one of another type (its descriptor is the
+    same memory: after the retyping they no longer agree). Copies between containers need no check: the copy converts
+    each element (a float into an integer array truncates, as NumPy's assignment does)."""
+    mine = floats[id(sdfg)]
+    for state in sdfg.states():
+        for e in state.edges():
+            for node, conn in ((e.dst, e.dst_conn), (e.src, e.src_conn)):
+                if not isinstance(node, nodes.NestedSDFG) or conn not in node.sdfg.arrays or e.data.data is None:
+                    continue
+                inner = node.sdfg.arrays[conn]
+                if inner.dtype != sdfg.arrays[e.data.data].dtype and (
+                    e.data.data in mine or conn in floats[id(node.sdfg)]
+                ):
+                    why = f"a nested program binds it as '{conn}' of another type"
+                    _refuse(e.data.data, why)
+
+
+#: The frontend's casts to integer types in tasklet code (``dace.int64(x)``).
+_INTEGER_CASTS = frozenset(("bool", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
+
+
+def _float_casts(sdfg: dace.SDFG) -> None:
+    """In tasklets reading a container now float64, the frontend's integer casts of that value (``dace.int64(__in1)``
+    in ``__out = (dace.int64(__in1) * 2)``, written for the integer type it had) become float64 casts."""
+    for state in sdfg.states():
+        for node in state.nodes():
+            if _kind(node) != "compute" or not isinstance(node, nodes.Tasklet):
+                continue
+            floating = {
+                e.dst_conn
+                for e in state.in_edges(node)
+                if e.data.data is not None and not _is_integer(sdfg.arrays[e.data.data])
+            }
+            if not floating or node.language != dtypes.Language.Python:
+                continue
+            rewriter = _CastsToFloat(floating)
+            code = [rewriter.visit(stmt) for stmt in node.code.code]
+            if rewriter.changed:
+                node.code.code = [ast.fix_missing_locations(stmt) for stmt in code]
+
+
+class _CastsToFloat(ast.NodeTransformer):
+    def __init__(self, names: set[str]):
+        self.names, self.changed = names, False
+
+    def visit_Call(self, call: ast.Call):
+        self.generic_visit(call)
+        func = call.func
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "dace"
+            and func.attr in _INTEGER_CASTS
+            and len(call.args) == 1
+            and isinstance(call.args[0], ast.Name)
+            and call.args[0].id in self.names
+        ):
+            func.attr = "float64"
+            self.changed = True
+        return call
 
 
 def _divides(stmt: ast.stmt) -> bool:

@@ -102,20 +102,52 @@ def promoted_from_integer_means(
 
 @dace.program
 def integer_targets_of_integer_means(
-    a: dace.int64[N], into_int: dace.int64[N], cast: dace.int64[N], d_out: dace.float64[N]
+    a: dace.int64[N], into_int: dace.int64[N], cast: dace.int64[N], both: dace.int64[N]
 ):
     into_int[:] = a - np.mean(a)  # NumPy casts on assignment: truncated
     cast[:] = (a - np.mean(a)).astype(np.int64) * 3
-    d = np.empty(N, np.int64)
-    d[:] = a - np.mean(a)  # a declared integer array keeps its type
-    d_out[:] = d * 2
+    d = (a - np.mean(a)) * 2
+    both[:] = d  # d is a float: truncated here, as NumPy's assignment does...
+    into_int[:] = into_int + d * 0  # ...and read as a float (the sum keeps into_int's values)
 
 
 @dace.program
-def integer_mean_copied_and_read(a: dace.int64[N], into_int: dace.int64[N], half: dace.float64[N]):
+def casts_slices_and_argmax(
+    a32: dace.int32[N],
+    a8: dace.uint8[N],
+    a: dace.int64[N],
+    out: dace.float64[4],
+    part: dace.float64[3],
+    at: dace.int64[1],
+):
+    out[0] = np.mean(a32) * 2 + 1  # the frontend casts the int32 mean: dace.int64(__in1) * 2
+    out[1] = np.mean(a > 3) * 2  # a bool mean, cast likewise
+    d8 = (a8 - np.mean(a8)) * 2  # uint8: dace.uint64 casts
+    out[2] = d8[0]
+    out[3] = d8[1]
     d = a - np.mean(a)
-    into_int[:] = d
-    half[:] = d * 0.5
+    part[:] = d[1:4]  # a view of d
+    at[0] = np.argmax(np.abs(a - np.mean(a)))
+
+
+@dace.program
+def integer_array_made_then_assigned(a: dace.int64[N], out: dace.float64[N]):
+    d = np.empty(N, np.int64)
+    d[:] = a - np.mean(a)  # NumPy: d stays int64 (truncated); np.copy of the float would not: refused
+    out[:] = d * 2
+
+
+@dace.program
+def rebound_scalars(a: dace.int64[N], x: dace.float64[N], out: dace.float64[3]):
+    s = a[0] * 0
+    s = s + np.mean(a)  # s rebound from an integer to a float: one container in DaCe, retyped
+    out[0] = s * 2
+    t = 0
+    for i in range(N):
+        t = t + x[i]  # Python's t is a float from the first addition (upstream DaCe: the truncated sum)
+    out[1] = t
+    u = t * 2  # typed from the integer t by the frontend
+    out[2] = u
 
 
 @dace.program
@@ -201,7 +233,7 @@ def test_a_mean_read_inside_a_map_is_refused_with_the_line_and_fix():
 def test_arithmetic_on_integer_means_is_promoted_as_numpy_does(race_check):
     """NumPy promotes integer arithmetic with a mean to float64; DaCe's frontend typed the results from the integer
     mean (np.mean(a) * 2 + 1 gave 9 for 10.71, (a - np.mean(a)) * 2 was truncated before the product). Results kept
-    in integer arrays (an assignment into one, astype, a declared integer array) stay NumPy's integers."""
+    in integer arrays (an assignment into one, astype) stay NumPy's integers."""
     a = np.array([1, 2, 4, 7, 9, 3, 8], np.int64)
     scaled, centred, stats, shifted = np.zeros(7), np.zeros(7), np.zeros(3), np.zeros(7)
     run = dace_cpufree.compile(promoted_from_integer_means, backend="emulate", race_check=race_check)
@@ -213,12 +245,42 @@ def test_arithmetic_on_integer_means_is_promoted_as_numpy_does(race_check):
     np.testing.assert_allclose(stats, ref, rtol=1e-12, atol=1e-12)
     assert stats[0] != int(stats[0]) and (scaled != np.trunc(scaled)).any()
 
-    into_int, cast, d_out = np.zeros(7, np.int64), np.zeros(7, np.int64), np.zeros(7)
+    into_int, cast, both = np.zeros(7, np.int64), np.zeros(7, np.int64), np.zeros(7, np.int64)
     run = dace_cpufree.compile(integer_targets_of_integer_means, backend="emulate", race_check=race_check)
-    run(a, into_int, cast, d_out)
+    run(a, into_int, cast, both)
     np.testing.assert_array_equal(into_int, (a - a.mean()).astype(np.int64))
     np.testing.assert_array_equal(cast, (a - a.mean()).astype(np.int64) * 3)
-    np.testing.assert_array_equal(d_out, (a - a.mean()).astype(np.int64) * 2.0)
+    np.testing.assert_array_equal(both, ((a - a.mean()) * 2).astype(np.int64))
+
+
+@pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])
+def test_integer_casts_views_and_argmax_of_integer_means_match_numpy(race_check):
+    """The frontend's casts to the integer type in tasklet code (int32, bool and uint8 means) become float64 casts;
+    a view of a retyped array is retyped with it; an argmax of the float differences finds NumPy's index."""
+    a = np.array([1, 2, 4, 7, 9, 3, 8])
+    a32, a8 = a.astype(np.int32), np.array([1, 200, 4, 7, 9, 3, 8], np.uint8)
+    out, part, at = np.zeros(4), np.zeros(3), np.zeros(1, np.int64)
+    dace_cpufree.compile(casts_slices_and_argmax, backend="emulate", race_check=race_check)(a32, a8, a, out, part, at)
+    d8 = (a8 - np.mean(a8)) * 2
+    np.testing.assert_allclose(out, [np.mean(a32) * 2 + 1, np.mean(a > 3) * 2, d8[0], d8[1]], rtol=1e-14)
+    np.testing.assert_allclose(part, (a - a.mean())[1:4], rtol=1e-14)
+    assert at[0] == np.argmax(np.abs(a - a.mean()))
+
+
+def test_an_integer_array_made_then_assigned_a_float_mean_result_is_refused():
+    """NumPy keeps np.empty(n, np.int64)'s type, not np.copy's; the SDFG does not tell which made the array."""
+    with pytest.raises(NotPersistableError, match=r"assigned to 'd', an integer array the program made.*Fix: .*astype"):
+        dace_cpufree.compile(integer_array_made_then_assigned, backend="emulate")
+
+
+@pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])
+def test_scalar_variables_rebound_to_floats_take_their_type(race_check):
+    """s = 0, then s = s + x[i]: one integer container in DaCe's frontend (upstream DaCe gives 3.0 for NumPy's 3.75
+    here); Python rebinds s to a float, and so does the retyping, with what is computed from it."""
+    a, x = np.array([1, 2, 4, 7, 9, 3, 8]), np.array([0.5, 1.25, 2.0, 0.125, 0.25, 0.5, 1.5])
+    out = np.zeros(3)
+    dace_cpufree.compile(rebound_scalars, backend="emulate", race_check=race_check)(a, x, out)
+    np.testing.assert_allclose(out, [a.mean() * 2, x.sum(), x.sum() * 2], rtol=1e-14)
 
 
 @pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])
@@ -230,13 +292,6 @@ def test_retyped_results_read_inside_a_map_agree_with_the_map_body(race_check):
     dace_cpufree.compile(results_read_in_a_map, backend="emulate", race_check=race_check)(a, x, e, c)
     np.testing.assert_allclose(e, a - np.mean(a) * 2, rtol=1e-14)
     np.testing.assert_allclose(c, x * np.sum(x > 0.5), rtol=1e-14)
-
-
-def test_an_integer_mean_result_both_truncated_and_read_is_refused():
-    """d = a - np.mean(a) copied into an integer array and read as a float: NumPy's d is float64, but retyping it would
-    make the copy into the integer array a copy of another type; refused with the fix."""
-    with pytest.raises(NotPersistableError, match=r"'d' is computed from the mean of an integer array.*Fix: .*astype"):
-        dace_cpufree.compile(integer_mean_copied_and_read, backend="emulate")
 
 
 @pytest.mark.compile

@@ -21,7 +21,9 @@ from dace_cpufree.errors import NotPersistableError
 
 def rehome_nested_call_states(sdfg: dace.SDFG) -> int:
     """Moves, in ``sdfg`` and its nested SDFGs, every island of the top-level region that shares a block with an
-    inner region (a loop body, a branch) into that region, with its edges; returns the number of blocks moved."""
+    inner region (a loop body, a branch) into that region, with its edges; returns the number of blocks the islands
+    held. Refuses (``NotPersistableError``) an island shared with several regions and a region left with several
+    start states (a ``while`` condition's)."""
     moved = 0
     for sd in sdfg.all_sdfgs_recursive():
         moved += _rehome(sd)

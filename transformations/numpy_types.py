@@ -5,10 +5,13 @@ transients concerned into symbols or copies of their type (docs/dace-limitations
   tasklet (``__out = __inp / N``) that writes a transient of the input's type: for an integer array the mean was
   truncated (``np.mean([1, 2, 4, 7, 9])`` gave 4.0, not 4.6). The tasklet's code is Python, so its integer
   transient output is retyped float64.
-- NumPy promotes integer arithmetic with such a float to float64; DaCe's frontend typed it from the integer mean
+- NumPy promotes integer arithmetic with such a float; DaCe's frontend typed it from the integer mean
   (``np.mean(a) * 2 + 1`` of an integer ``a`` gave an integer, ``(a - np.mean(a)) * 2`` was truncated before the
-  product). The retyping follows the frontend's operator tasklets and reductions from the retyped transients on
-  (``promote_from_retyped``).
+  product). The retyping follows everything computed from the retyped transients, and rewrites the frontend's integer
+  casts of them in tasklet code (``promote_from_retyped``).
+- Python rebinds a variable to a float: ``s = 0``, then ``s = s + x[i]``. The frontend keeps one container, typed
+  int64 by the first assignment, and truncated the sum; such a scalar variable takes the float's type, and the
+  retyping follows it the same way (``promote_from_retyped``, also where no mean is involved).
 - A sum of booleans counts them. DaCe's ``np.sum(A > t)`` reduces into a bool transient, so the count was 1 (or 0);
   NumPy's is an int64. The reduction's bool output transient is retyped int64.
 """
@@ -28,8 +31,9 @@ from dace_cpufree.errors import NotPersistableError
 
 def retype_true_divisions(sdfg: dace.SDFG) -> list[str]:
     """Retypes, in ``sdfg`` and its nested SDFGs, every integer transient that a Python tasklet assigns a true
-    division (``x = a / b``) to, and what the program computes from it with NumPy's promotion
-    (``promote_from_retyped``); returns the containers' names."""
+    division (``x = a / b``) to, and what the program computes from it with NumPy's promotion, with the scalar
+    variables rebound to floats (``promote_from_retyped``, which runs also where there is no such division); returns
+    the containers' names."""
     seeds = _retype_divisions(sdfg)
     return [name for _, name in seeds] + promote_from_retyped(sdfg, seeds)
 
@@ -45,18 +49,54 @@ def _retype_divisions(sdfg: dace.SDFG) -> list[tuple[dace.SDFG, str]]:
                 continue
             desc = state.sdfg.arrays[edge.data.data]
             # an integer or a bool (np.mean(A > t), whose sum is counted, below); in a nested SDFG also a container
-            # bound to its caller's (a nested program's `return np.mean(x)`), which the promotion follows outwards
-            nested = state.sdfg.parent_sdfg is not None
-            if (desc.transient or nested) and np.dtype(desc.dtype.type).kind in "biu":
+            # bound to a transient of its caller (a nested program's `return np.mean(x)`), which the promotion
+            # follows outwards (one bound to an argument keeps the argument's type: NumPy's assignment)
+            bound = desc.transient or _binds_transient(state.sdfg, edge.data.data)
+            if bound and _is_integer(desc, bools=True):
                 retyped.append((state.sdfg, edge.data.data))
                 retyped += _retype(state.sdfg, edge.data.data, dtypes.float64)
     return retyped
 
 
-def _is_integer(desc) -> bool:
-    if isinstance(desc.dtype, (dtypes.struct, dtypes.pointer)) or desc.dtype.type is None:
-        return False  # an argmax's (value, index) pair, a pointer
-    return np.dtype(desc.dtype.type).kind in "biu"
+def _binds_transient(sdfg: dace.SDFG, name: str) -> bool:
+    """Whether container ``name`` of a nested SDFG is bound to a transient of its caller."""
+    node, state = sdfg.parent_nsdfg_node, sdfg.parent
+    if node is None or state is None:
+        return False
+    edges = [e for e in state.in_edges(node) if e.dst_conn == name] + [
+        e for e in state.out_edges(node) if e.src_conn == name
+    ]
+    return any(e.data.data is not None and state.sdfg.arrays[e.data.data].transient for e in edges)
+
+
+def _is_integer(desc, bools: bool = False) -> bool:
+    """Whether ``desc`` holds integers (bools too where ``bools``: the promotion leaves bools, the results of
+    comparisons and logical operations, as they are)."""
+    return _is_number(desc) and np.dtype(desc.dtype.type).kind in ("biu" if bools else "iu")
+
+
+def _is_number(desc) -> bool:
+    """Whether ``desc`` holds plain numbers (not an argmax's (value, index) pair, not pointers)."""
+    return not isinstance(desc.dtype, (dtypes.struct, dtypes.pointer)) and desc.dtype.type is not None
+
+
+def _value_types(sdfg: dace.SDFG, names) -> list:
+    """The NumPy scalar types of the containers among ``names`` that hold numbers other than integers and bools."""
+    arrays = sdfg.arrays
+    return [
+        arrays[n].dtype.type
+        for n in names
+        if n in arrays and _is_number(arrays[n]) and not _is_integer(arrays[n], bools=True)
+    ]
+
+
+def _assigned_value(state, edge):
+    """The node whose value an edge into a container carries: its source, or what the frontend's assignment tasklet
+    (``x[...] = y``) reads."""
+    src = _source(state, edge)
+    if _kind(src) == "assign":
+        src = next((_source(state, r) for r in state.in_edges(src) if r.data.data is not None), None)
+    return src
 
 
 def _kind(node) -> str:
@@ -102,18 +142,18 @@ def promote_from_retyped(sdfg: dace.SDFG, seeds: list[tuple[dace.SDFG, str]]) ->
     while True:
         while any([_spread(sd, floats) for sd in sdfgs]):
             pass
-        for sd in sdfgs:
-            retyped += _decide(sd, floats)
+        decided = [name for sd in sdfgs for name in _decide(sd, floats)]
         rebound = [(sd, name) for sd in sdfgs for name in _rebind_scalars(sd)]
-        if not rebound:
-            break
+        retyped += decided
         for sd, name in rebound:
             floats[id(sd)].add(name)
             retyped.append(name)
+        if not decided and not rebound:
+            break
     for sd in sdfgs:
         _refuse_made_arrays(sd, floats[id(sd)])
         _check_bindings(sd, floats)
-        _float_casts(sd)
+        _float_casts(sd, floats[id(sd)])
     return retyped
 
 
@@ -127,15 +167,10 @@ def _rebind_scalars(sdfg: dace.SDFG) -> list[str]:
             if not (desc.transient and isinstance(desc, dace.data.Scalar) and _is_integer(desc)):
                 continue
             for e in state.in_edges(node):
-                src = _source(state, e)
-                if _kind(src) == "assign":
-                    src = next((_source(state, r) for r in state.in_edges(src) if r.data.data is not None), None)
-                if not _is_access(src):
-                    continue
-                value = sdfg.arrays[src.data]
-                if _is_integer(value) or isinstance(value.dtype, (dtypes.struct, dtypes.pointer)):
-                    continue
-                found.setdefault(node.data, []).append(value.dtype.type)
+                src = _assigned_value(state, e)
+                if _is_access(src):
+                    found.setdefault(node.data, []).extend(_value_types(sdfg, [src.data]))
+    found = {name: types for name, types in found.items() if types}
     for name, types in found.items():
         _retype(sdfg, name, dtypes.typeclass(np.result_type(*types).type))
     return list(found)
@@ -149,7 +184,18 @@ def _spread(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> bool:
             kind = _kind(node)
             if kind == "compute":
                 if any(_source(state, e).data in mine for e in state.in_edges(node) if _is_access(_source(state, e))):
-                    mine |= {_sink(state, e).data for e in state.out_edges(node) if _is_access(_sink(state, e))}
+                    # a bool result (a comparison, a logical operation) is a bool in NumPy too
+                    outs = {_sink(state, e).data for e in state.out_edges(node) if _is_access(_sink(state, e))}
+                    for o in outs:
+                        if not _is_number(sdfg.arrays[o]):
+                            # an argmax's (value, index) pair, whose value field the frontend typed as an integer:
+                            # the comparisons would see truncated values
+                            _refuse(
+                                o,
+                                "an argmax or argmin reduces them in pairs whose value the frontend typed as an "
+                                "integer",
+                            )
+                    mine |= {o for o in outs if sdfg.arrays[o].dtype != dtypes.bool_}
             elif kind == "nested":
                 inner = floats[id(node.sdfg)]
                 for e in state.in_edges(node):
@@ -185,9 +231,10 @@ def _is_access(node) -> bool:
 
 def _refuse(name: str, why: str):
     raise NotPersistableError(
-        f"'{name}' holds values computed from the mean of an integer array (floats in NumPy; DaCe's frontend typed "
-        f"them as integers), but {why}, so it cannot be retyped consistently (a wrong, truncated result). Fix: take "
-        f"the mean of 'a.astype(np.float64)', or write the expression into a float64 array first."
+        f"'{name}' holds floats that DaCe's frontend typed as integers (computed from the mean of an integer array, "
+        f"or from a variable rebound to a float), but {why}, so it cannot be retyped consistently (a wrong, truncated "
+        f"result). Fix: take the mean of 'a.astype(np.float64)' (start a float variable at 0.0), or write the "
+        f"expression into a float64 array first; astype(np.int64) where an integer is meant."
     )
 
 
@@ -195,7 +242,8 @@ def _decide(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> list[str]:
     """Retypes the integer transients of ``sdfg`` that hold NumPy-float values (``floats``, per SDFG) float64 (views
     with what they view); refuses the ones that also hold integer values."""
     mine = floats[id(sdfg)]
-    writers: dict[str, list[tuple[str, bool]]] = {}  # container -> (kind of writer, whether it reads floats)
+    # container -> (kind of writer, whether it writes such values, the float types it reads, whether it reads data)
+    writers: dict[str, list[tuple[str, bool, list, bool]]] = {}
     for state in sdfg.states():
         for node in state.data_nodes():
             for e in state.in_edges(node):
@@ -203,27 +251,35 @@ def _decide(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> list[str]:
                     continue
                 src = _source(state, e)
                 if isinstance(src, nodes.AccessNode):
-                    writers.setdefault(node.data, []).append(("copy", src.data in mine))
-                else:
-                    reads = [_source(state, r) for r in state.in_edges(src) if r.data.data is not None]
-                    from_floats = any(_is_access(r) and r.data in mine for r in reads)
-                    if _kind(src) == "nested":
-                        from_floats = e.src_conn in floats[id(src.sdfg)] or from_floats
-                    writers.setdefault(node.data, []).append((_kind(src), from_floats))
+                    value = ("copy", src.data in mine, _value_types(sdfg, [src.data]), True)
+                    writers.setdefault(node.data, []).append(value)
+                    continue
+                reads = [_source(state, r).data for r in state.in_edges(src) if _is_access(_source(state, r))]
+                types = _value_types(sdfg, reads)
+                from_floats = any(r in mine for r in reads) or bool(types)
+                if _kind(src) == "nested" and e.src_conn in floats[id(src.sdfg)]:
+                    from_floats, types = True, types + _value_types(src.sdfg, [e.src_conn])
+                writers.setdefault(node.data, []).append((_kind(src), from_floats, types, bool(reads)))
     retyped = []
     views = []
     for name in sorted(mine):
         desc = sdfg.arrays.get(name)
-        if desc is None or not _is_integer(desc) or not desc.transient:
-            continue  # a float already, or an argument: NumPy's assignment casts into its type
+        if desc is None or not desc.transient or desc.dtype == dtypes.bool_ or not _is_number(desc):
+            continue  # an argument: NumPy's assignment casts into its type; a bool: a comparison's result
         if isinstance(desc, dace.data.View):
             views.append(name)
             continue
         ws = writers.get(name, [])
-        if not ws or not all(from_floats for _, from_floats in ws):
-            _refuse(name, "the same variable also holds integer values (rebound, or an integer array written)")
-        _retype(sdfg, name, dtypes.float64)
-        retyped.append(name)
+        # an assignment, copy or constant into an array converts into its type; a computation writing integer results
+        # into the same container as such floats would need both types (a scalar variable is rebound: its last type)
+        mixed = any(k == "compute" and not f and has_reads for k, f, _, has_reads in ws)
+        if _is_integer(desc) and not isinstance(desc, dace.data.Scalar) and mixed:
+            _refuse(name, "the same container also holds integer results")
+        types = [t for _, _, ts, _ in ws for t in ts] + ([] if _is_integer(desc) else [desc.dtype.type])
+        target = np.result_type(*types) if types else np.dtype(np.float64)
+        if _is_integer(desc) or target != np.dtype(desc.dtype.type):  # integers, or a float a complex value widens
+            _retype(sdfg, name, dtypes.typeclass(target.type))
+            retyped.append(name)
     for name in views:
         desc = sdfg.arrays[name]
         linked = {
@@ -236,36 +292,39 @@ def _decide(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> list[str]:
             for other in (e.src.data, e.dst.data)
             if other != name
         }
-        if any(not _is_integer(sdfg.arrays[o]) for o in linked):
-            _retype(sdfg, name, dtypes.float64)
+        types = _value_types(sdfg, linked)
+        if types and (_is_integer(desc) or np.result_type(*types) != np.dtype(desc.dtype.type)):
+            # only a change: every retyping widens a type (integer, float, complex), so the promotion's loop ends
+            _retype(sdfg, name, dtypes.typeclass(np.result_type(*types).type))
             retyped.append(name)
     return retyped
 
 
 def _refuse_made_arrays(sdfg: dace.SDFG, mine: set[str]) -> None:
-    """Refuses a float holding such values copied or assigned into an integer array the program made (not an
-    argument, a view or a scalar variable): NumPy's type for that array depends on how it was made
-    (np.empty(n, np.int64) keeps it, np.copy of the float would not), which the SDFG does not tell."""
-    for state in sdfg.states():
-        for node in state.data_nodes():
-            desc = sdfg.arrays[node.data]
-            if (
-                node.data in mine
-                or not desc.transient
-                or isinstance(desc, (dace.data.View, dace.data.Scalar))
-                or not _is_integer(desc)
-            ):
-                continue
-            for e in state.in_edges(node):
-                src = _source(state, e)
-                if _kind(src) == "assign":
-                    src = next((_source(state, r) for r in state.in_edges(src) if r.data.data is not None), None)
-                if _is_access(src) and src.data in mine and not _is_integer(sdfg.arrays[src.data]):
-                    why = (
-                        f"it is assigned to '{node.data}', an integer array the program made (NumPy's type for it "
-                        "depends on how it was made: np.empty(n, np.int64) keeps it, np.copy of the float does not)"
-                    )
-                    _refuse(src.data, why)
+    """Refuses an integer array the program made (not an argument, a view or a scalar variable) whose every write is
+    a copy or assignment of such a float: NumPy's type for it depends on how it was made (np.empty(n, np.int64) keeps
+    it, np.copy of the float does not), which the SDFG does not tell. An array also written otherwise (np.zeros's
+    initialisation) is the program's integer array: the assignment converts, as NumPy's does."""
+    for name, desc in sdfg.arrays.items():
+        if name in mine or not desc.transient or isinstance(desc, (dace.data.View, dace.data.Scalar)):
+            continue
+        if not _is_integer(desc):
+            continue
+        values = [
+            _assigned_value(st, e)
+            for st in sdfg.states()
+            for n in st.data_nodes()
+            if n.data == name
+            for e in st.in_edges(n)
+            if e.data.data is not None
+        ]
+        floated = [v for v in values if _is_access(v) and v.data in mine and _value_types(sdfg, [v.data])]
+        if floated and len(floated) == len(values):
+            why = (
+                f"it is assigned to '{name}', an integer array the program made (NumPy's type for it depends on how "
+                "it was made: np.empty(n, np.int64) keeps it, np.copy of the float does not)"
+            )
+            _refuse(floated[0].data, why)
 
 
 def _check_bindings(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> None:
@@ -287,12 +346,13 @@ def _check_bindings(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> None:
 
 
 #: The frontend's casts to integer types in tasklet code (``dace.int64(x)``).
-_INTEGER_CASTS = frozenset(("bool", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
+_INTEGER_CASTS = frozenset(("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
 
 
-def _float_casts(sdfg: dace.SDFG) -> None:
-    """In tasklets reading a container now float64, the frontend's integer casts of that value (``dace.int64(__in1)``
-    in ``__out = (dace.int64(__in1) * 2)``, written for the integer type it had) become float64 casts."""
+def _float_casts(sdfg: dace.SDFG, mine: set[str]) -> None:
+    """In tasklets reading a container of the promotion (``mine``, a float now), the frontend's integer casts of that
+    value (``dace.int64(__in1)`` in ``__out = (dace.int64(__in1) * 2)``, written for the integer type it had) become
+    float64 casts; casts of other values (a program's own tasklet code) stay."""
     for state in sdfg.states():
         for node in state.nodes():
             if _kind(node) != "compute" or not isinstance(node, nodes.Tasklet):
@@ -300,7 +360,9 @@ def _float_casts(sdfg: dace.SDFG) -> None:
             floating = {
                 e.dst_conn
                 for e in state.in_edges(node)
-                if e.data.data is not None and not _is_integer(sdfg.arrays[e.data.data])
+                if _is_access(_source(state, e))
+                and _source(state, e).data in mine
+                and not _is_integer(sdfg.arrays[_source(state, e).data], bools=True)
             }
             if not floating or node.language != dtypes.Language.Python:
                 continue
@@ -368,7 +430,10 @@ def _retype(sdfg: dace.SDFG, name: str, dtype) -> list[tuple[dace.SDFG, str]]:
             for conn, connectors in bound:
                 if conn not in node.sdfg.arrays or node.sdfg.arrays[conn].dtype == dtype:
                     continue
-                if isinstance(connectors.get(conn), dtypes.typeclass) and connectors[conn] != dtypes.typeclass(None):
+                typed = connectors.get(conn)
+                if isinstance(typed, dtypes.pointer):
+                    connectors[conn] = dtypes.pointer(dtype)
+                elif isinstance(typed, dtypes.typeclass) and typed != dtypes.typeclass(None):
                     connectors[conn] = dtype
                 inner.append((node.sdfg, conn))
                 inner += _retype(node.sdfg, conn, dtype)

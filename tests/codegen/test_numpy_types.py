@@ -112,13 +112,8 @@ def integer_targets_of_integer_means(
 
 
 @dace.program
-def casts_slices_and_argmax(
-    a32: dace.int32[N],
-    a8: dace.uint8[N],
-    a: dace.int64[N],
-    out: dace.float64[4],
-    part: dace.float64[3],
-    at: dace.int64[1],
+def casts_and_slices(
+    a32: dace.int32[N], a8: dace.uint8[N], a: dace.int64[N], out: dace.float64[4], part: dace.float64[3]
 ):
     out[0] = np.mean(a32) * 2 + 1  # the frontend casts the int32 mean: dace.int64(__in1) * 2
     out[1] = np.mean(a > 3) * 2  # a bool mean, cast likewise
@@ -127,7 +122,11 @@ def casts_slices_and_argmax(
     out[3] = d8[1]
     d = a - np.mean(a)
     part[:] = d[1:4]  # a view of d
-    at[0] = np.argmax(np.abs(a - np.mean(a)))
+
+
+@dace.program
+def argmax_of_an_integer_mean_result(a: dace.int64[N], at: dace.int64[1]):
+    at[0] = np.argmax(np.abs(a - np.mean(a)))  # the pair's value field stays int64: refused
 
 
 @dace.program
@@ -148,6 +147,48 @@ def rebound_scalars(a: dace.int64[N], x: dace.float64[N], out: dace.float64[3]):
     out[1] = t
     u = t * 2  # typed from the integer t by the frontend
     out[2] = u
+
+
+@dace.program
+def comparisons_and_own_casts(
+    a: dace.int64[N], v: dace.float64[N], cnt: dace.int64[1], low: dace.bool_[N], o: dace.int64[N]
+):
+    cnt[0] = np.sum(a > np.mean(a))  # a comparison with a float is a bool: counted as an integer
+    low[:] = (a > np.mean(a)) & (a < 5)
+    for i in dace.map[0:N]:
+        with dace.tasklet:
+            x << v[i]  # noqa: F821
+            y >> o[i]  # noqa: F821
+            y = dace.int64(x) * 2  # noqa: F821, F841  (the program's own cast: kept)
+
+
+@dace.program
+def complex_float32_and_written_arrays(
+    c: dace.complex128[N],
+    b: dace.int64[N],
+    x32: dace.float32[N],
+    x: dace.float64[N],
+    z: dace.complex128[3],
+    f: dace.float32[1],
+    d_out: dace.float64[N],
+    whole: dace.int64[N],
+):
+    s = 0
+    for i in range(N):
+        s = s + c[i]  # s rebound to a complex: what is computed from it is complex too
+    z[0] = s
+    z[1] = s * 2
+    z[2] = s + np.mean(b)
+    t = 0
+    for i in range(N):
+        t = t + x32[i]  # a float32, as NumPy's int + float32
+    f[0] = t
+    d = b - np.mean(b)
+    d[0] = 3  # an assignment into the float array d
+    d_out[:] = d
+    w = np.zeros(N, np.int64)
+    w[0] = t  # the program's integer array: truncated, as NumPy's assignment
+    whole[:] = w
 
 
 @dace.program
@@ -254,17 +295,23 @@ def test_arithmetic_on_integer_means_is_promoted_as_numpy_does(race_check):
 
 
 @pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])
-def test_integer_casts_views_and_argmax_of_integer_means_match_numpy(race_check):
+def test_integer_casts_and_views_of_integer_means_match_numpy(race_check):
     """The frontend's casts to the integer type in tasklet code (int32, bool and uint8 means) become float64 casts;
-    a view of a retyped array is retyped with it; an argmax of the float differences finds NumPy's index."""
+    a view of a retyped array is retyped with it."""
     a = np.array([1, 2, 4, 7, 9, 3, 8])
     a32, a8 = a.astype(np.int32), np.array([1, 200, 4, 7, 9, 3, 8], np.uint8)
-    out, part, at = np.zeros(4), np.zeros(3), np.zeros(1, np.int64)
-    dace_cpufree.compile(casts_slices_and_argmax, backend="emulate", race_check=race_check)(a32, a8, a, out, part, at)
+    out, part = np.zeros(4), np.zeros(3)
+    dace_cpufree.compile(casts_and_slices, backend="emulate", race_check=race_check)(a32, a8, a, out, part)
     d8 = (a8 - np.mean(a8)) * 2
     np.testing.assert_allclose(out, [np.mean(a32) * 2 + 1, np.mean(a > 3) * 2, d8[0], d8[1]], rtol=1e-14)
     np.testing.assert_allclose(part, (a - a.mean())[1:4], rtol=1e-14)
-    assert at[0] == np.argmax(np.abs(a - a.mean()))
+
+
+def test_an_argmax_of_integer_mean_results_is_refused():
+    """np.argmax reduces (value, index) pairs whose value field the frontend typed from the integer mean: 2.9 and 2.1
+    would compare as 2 and 2."""
+    with pytest.raises(NotPersistableError, match=r"argmax or argmin reduces them in pairs.*Fix: "):
+        dace_cpufree.compile(argmax_of_an_integer_mean_result, backend="emulate")
 
 
 def test_an_integer_array_made_then_assigned_a_float_mean_result_is_refused():
@@ -281,6 +328,29 @@ def test_scalar_variables_rebound_to_floats_take_their_type(race_check):
     out = np.zeros(3)
     dace_cpufree.compile(rebound_scalars, backend="emulate", race_check=race_check)(a, x, out)
     np.testing.assert_allclose(out, [a.mean() * 2, x.sum(), x.sum() * 2], rtol=1e-14)
+
+
+@pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])
+def test_comparisons_stay_bools_and_a_programs_own_casts_stay(race_check):
+    a, v = np.array([1, 2, 4, 7, 9, 3, 8]), np.linspace(-2.5, 3.5, 7)
+    cnt, low, o = np.zeros(1, np.int64), np.zeros(7, bool), np.zeros(7, np.int64)
+    dace_cpufree.compile(comparisons_and_own_casts, backend="emulate", race_check=race_check)(a, v, cnt, low, o)
+    assert cnt[0] == np.sum(a > a.mean()) and low.tolist() == ((a > a.mean()) & (a < 5)).tolist()
+    np.testing.assert_array_equal(o, v.astype(np.int64) * 2)  # not int(2 v)
+
+
+@pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])
+def test_complex_and_float32_values_and_writes_into_arrays_follow_numpy(race_check):
+    rng = np.random.default_rng(9)
+    x = rng.random(7)
+    c, b, x32 = x + 1j * x[::-1], np.array([1, 2, 4, 7, 9, 3, 8]), x.astype(np.float32)
+    z, f, d_out, whole = np.zeros(3, complex), np.zeros(1, np.float32), np.zeros(7), np.zeros(7, np.int64)
+    run = dace_cpufree.compile(complex_float32_and_written_arrays, backend="emulate", race_check=race_check)
+    run(c, b, x32, x, z, f, d_out, whole)
+    np.testing.assert_allclose(z, [c.sum(), c.sum() * 2, c.sum() + b.mean()], rtol=1e-14)
+    np.testing.assert_allclose(f[0], x32.sum(dtype=np.float32), rtol=1e-6)
+    np.testing.assert_allclose(d_out, np.concatenate([[3.0], (b - b.mean())[1:]]), rtol=1e-14)
+    np.testing.assert_array_equal(whole, [int(x32.sum(dtype=np.float32))] + [0] * 6)
 
 
 @pytest.mark.parametrize("race_check", [False, True], ids=["emulate", "race-check"])

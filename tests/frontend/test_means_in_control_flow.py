@@ -9,6 +9,7 @@ import pytest
 from dace_cpufree.transformations.frontend_states import rehome_nested_call_states
 
 import dace_cpufree
+from dace_cpufree.errors import NotPersistableError
 from dace_cpufree.runtime import build
 
 N, M = dace.symbol("N"), dace.symbol("M")
@@ -134,7 +135,7 @@ def test_means_in_loops_and_branches_match_numpy(race_check):
     assert (out != np.trunc(out)).any()  # the means have fractions
 
 
-def test_the_split_body_is_reconnected_in_program_order():
+def test_the_split_body_is_reconnected_and_simplifies():
     sdfg = centred_steps.to_sdfg(simplify=False)
     top = {b.label for b in sdfg.nodes()}
     assert any("nested_call" in label for label in top)  # the frontend's split: the sum at the top level
@@ -145,6 +146,28 @@ def test_the_split_body_is_reconnected_in_program_order():
     assert all(b.parent_graph is loop for b in loop.nodes())
     sdfg.validate()
     sdfg.simplify()  # stopped with "Ambiguous or undefined starting block" before
+
+
+@dace.program
+def mean_in_a_while_condition(a: dace.float64[N]):
+    while np.mean(a) < 20.0:
+        a[:] = a * 2.0
+
+
+@dace.program
+def sum_in_a_while_condition(a: dace.float64[N]):
+    while np.sum(a) / N < 20.0:
+        a[:] = a * 2.0
+
+
+def test_a_mean_in_a_while_condition_is_refused_with_a_fix_that_runs():
+    """The frontend copies a while condition's states into the body while the sum is still at the top level: the
+    copy has no sum (DaCe's simplification stopped with "Ambiguous or undefined starting block"). The fix runs."""
+    with pytest.raises(NotPersistableError, match=r"starts at several states.*while condition.*np.sum\(a\) / a.size"):
+        dace_cpufree.compile(mean_in_a_while_condition, backend="emulate")
+    a = np.ones(5)
+    dace_cpufree.compile(sum_in_a_while_condition, backend="emulate")(a)
+    np.testing.assert_array_equal(a, np.full(5, 32.0))
 
 
 @pytest.mark.compile

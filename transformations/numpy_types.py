@@ -126,14 +126,16 @@ def promote_from_retyped(sdfg: dace.SDFG, seeds: list[tuple[dace.SDFG, str]]) ->
     """NumPy's promotion, in ``sdfg`` and its nested SDFGs, from containers retyped float64 (``seeds``: an SDFG and a
     container of it) through what the frontend typed from their integer type. The values computed from them (by any
     tasklet or library node but an assignment or ``astype``, through views, element reads and nested SDFGs'
-    connectors) are floats in NumPy; each integer transient holding such values is retyped float64, with the
-    descriptors nested SDFGs bind to it, and the frontend's integer casts of their values in tasklet code become
-    float64 casts. A scalar variable that the program rebinds to a float (``s = 0``, then ``s = s + x[i]``: the
+    connectors; not a comparison's or logical operation's bool) are floats in NumPy; each integer transient holding
+    such values takes NumPy's result type of what is written to it (float64, complex where a complex value enters),
+    with the descriptors nested SDFGs bind to it, and the frontend's integer casts of their values in tasklet code
+    become float64 casts. A scalar variable that the program rebinds to a float (``s = 0``, then ``s = s + x[i]``: the
     frontend keeps one integer container for both, and upstream DaCe gives the truncated sum) takes the float's type
     as in Python, and is followed the same way. What NumPy keeps an integer stays one: arrays the program takes as
-    arguments (a copy or assignment into one converts each element, truncating as NumPy's assignment does),
-    ``astype``. An integer array the program made and then assigned such a float is refused with the fix (NumPy's type
-    for it depends on how it was made). Returns the names of the containers retyped."""
+    arguments or initialised itself (a copy or assignment into one converts each element, truncating as NumPy's
+    assignment does), ``astype``. Refused with the fix: an integer array whose every write is such a float (NumPy's
+    type for it depends on how it was made), an argmax of such values, a container an integer computation writes too.
+    Returns the names of the containers retyped."""
     sdfgs = list(sdfg.all_sdfgs_recursive())
     floats: dict[int, set[str]] = {id(sd): set() for sd in sdfgs}
     for sd, name in seeds:

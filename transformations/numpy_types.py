@@ -90,6 +90,18 @@ def _value_types(sdfg: dace.SDFG, names) -> list:
     ]
 
 
+def _take_type(sdfg: dace.SDFG, name: str, types: list) -> bool:
+    """Retypes container ``name`` (with what nested SDFGs bind to it) to NumPy's result type of ``types`` (float64
+    where there are none) where it holds integers or that type differs; whether it did. Retyping only on a change is
+    what lets the promotion's loop end."""
+    target = np.result_type(*types) if types else np.dtype(np.float64)
+    desc = sdfg.arrays[name]
+    if not _is_integer(desc) and target == np.dtype(desc.dtype.type):
+        return False
+    _retype(sdfg, name, dtypes.typeclass(target.type))
+    return True
+
+
 def _assigned_value(state, edge):
     """The node whose value an edge into a container carries: its source, or what the frontend's assignment tasklet
     (``x[...] = y``) reads."""
@@ -172,10 +184,7 @@ def _rebind_scalars(sdfg: dace.SDFG) -> list[str]:
                 src = _assigned_value(state, e)
                 if _is_access(src):
                     found.setdefault(node.data, []).extend(_value_types(sdfg, [src.data]))
-    found = {name: types for name, types in found.items() if types}
-    for name, types in found.items():
-        _retype(sdfg, name, dtypes.typeclass(np.result_type(*types).type))
-    return list(found)
+    return [name for name, types in found.items() if types and _take_type(sdfg, name, types)]
 
 
 def _spread(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> bool:
@@ -201,11 +210,8 @@ def _spread(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> bool:
             elif kind == "nested":
                 inner = floats[id(node.sdfg)]
                 for e in state.in_edges(node):
-                    if (
-                        _is_access(_source(state, e))
-                        and _source(state, e).data in mine
-                        and e.dst_conn in node.sdfg.arrays
-                    ):
+                    src = _source(state, e)
+                    if _is_access(src) and src.data in mine and e.dst_conn in node.sdfg.arrays:
                         inner.add(e.dst_conn)
                 for e in state.out_edges(node):
                     if e.src_conn in inner and _is_access(_sink(state, e)):
@@ -278,12 +284,9 @@ def _decide(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> list[str]:
         if _is_integer(desc) and not isinstance(desc, dace.data.Scalar) and mixed:
             _refuse(name, "the same container also holds integer results")
         types = [t for _, _, ts, _ in ws for t in ts] + ([] if _is_integer(desc) else [desc.dtype.type])
-        target = np.result_type(*types) if types else np.dtype(np.float64)
-        if _is_integer(desc) or target != np.dtype(desc.dtype.type):  # integers, or a float a complex value widens
-            _retype(sdfg, name, dtypes.typeclass(target.type))
+        if _take_type(sdfg, name, types):  # integers, or a float a complex value widens
             retyped.append(name)
     for name in views:
-        desc = sdfg.arrays[name]
         linked = {
             other
             for state in sdfg.states()
@@ -295,9 +298,7 @@ def _decide(sdfg: dace.SDFG, floats: dict[int, set[str]]) -> list[str]:
             if other != name
         }
         types = _value_types(sdfg, linked)
-        if types and (_is_integer(desc) or np.result_type(*types) != np.dtype(desc.dtype.type)):
-            # only a change: every retyping widens a type (integer, float, complex), so the promotion's loop ends
-            _retype(sdfg, name, dtypes.typeclass(np.result_type(*types).type))
+        if types and _take_type(sdfg, name, types):
             retyped.append(name)
     return retyped
 

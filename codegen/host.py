@@ -284,23 +284,27 @@ extern "C" int cpufree_shmem_copy(void *dst, const void *src, size_t n) {{
 """
 
 
-# A kernel with matrix products is built twice: its body is a force-inlined device function, and two kernels run it,
-# one with the registers ptxas chooses (NPBench's FP64 product kernels get 212-222, two blocks of 128 threads per
-# multiprocessor) and one bounded to three such blocks (``{kernel}_bounded``: 168 registers; CUTLASS's FP64 tile then
-# spills 96-144 bytes). The launcher queries the bounded one's local memory and occupancy where the block is the
-# products' size, counts the largest product's output tiles, and leaves the choice to ``cpufree::take_bounded_build``
-# (cpufree/launch.h, where the rule and its reasons are; tests/codegen/test_launch_rule.py runs it on the host): a
-# third block per multiprocessor where there are more tiles than multiprocessors and either the bounded build is
-# spill-free and the tiles outnumber the unbounded grid's blocks, or it spills a little and one wave holds them all.
-# One template for both (``__launch_bounds__(128, MinBlocks)``) made the unbounded one 6-7 % slower (k2mm, mlp at S).
-# Measured on H100s with the earlier DMMA tiles (docs/linear-algebra.md): gemm 0.195 -> 0.155 ms at S, 0.725 -> 0.665
-# ms at paper; k3mm at S 0.218-0.240 -> 0.198-0.217 ms, covariance at paper 0.274 -> 0.220 ms.
+# A kernel with matrix products is built twice: its body is a force-inlined device function, and two kernels run it, one
+# with the registers ptxas chooses (NPBench's FP64 product kernels get 228-246, two blocks of 128 threads per
+# multiprocessor) and one bounded to three such blocks (``{kernel}_bounded``: 168 registers). The body is a template
+# over the build (``cpufree_build``: 0 unbounded, 1 bounded), which its product calls name, so that each build compiles
+# its own tile (``cpufree::GemmBuildTile``: FP64 products on the DMMA tile unbounded, on CUTLASS's bounded, where the
+# DMMA tile would spill 384 bytes and CUTLASS's spills 96-144). The launcher queries the bounded one's local memory and
+# occupancy where the block is the products' size, counts the largest product's output tiles, and leaves the choice to
+# ``cpufree::take_bounded_build`` (cpufree/launch.h, where the rule and its reasons are;
+# tests/codegen/test_launch_rule.py runs it on the host): a third block per multiprocessor where there are more tiles
+# than multiprocessors and either the bounded build is spill-free and the tiles outnumber the unbounded grid's blocks,
+# or it spills a little and one wave holds them all. One kernel template for both with ``__launch_bounds__(128,
+# MinBlocks)`` made the unbounded one 6-7 % slower (k2mm, mlp at S); the bounds stay on the two kernels. Measured on
+# H100s with the earlier DMMA tiles (docs/linear-algebra.md): gemm 0.195 -> 0.155 ms at S, 0.725 -> 0.665 ms at paper;
+# k3mm at S 0.218-0.240 -> 0.198-0.217 ms, covariance at paper 0.274 -> 0.220 ms.
 BODY_HEAD = """\
+template <int cpufree_build>
 __device__ __forceinline__ void {kernel}_body"""
 BUILDS = """
-__global__ void {kernel}({params}) {{ {kernel}_body({args}); }}
+__global__ void {kernel}({params}) {{ {kernel}_body<0>({args}); }}
 __global__ void __launch_bounds__(cpufree::bound_threads({need}), 3)
-{kernel}_bounded({params}) {{ {kernel}_body({args}); }}
+{kernel}_bounded({params}) {{ {kernel}_body<1>({args}); }}
 """
 BOUNDED_BUILD = """\
         cpufree_state.per_sm_bounded = 0;

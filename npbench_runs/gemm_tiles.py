@@ -26,15 +26,18 @@ from pathlib import Path
 
 from dace_cpufree.runtime import mathdx
 
-#: (element type, tile M, tile N, tile K, threads, pipeline stages[, (warps M, warps N, instruction K)[, blocks per
-#: SM]]): six fields take cuBLASDx's block product (``GemmTile``); a seventh takes CUTLASS's block-level multistage
-#: product (``GemmTileCutlass``, double only): warps M x warps N warps (threads = 32 x both) on 16 x 8 x K DMMA
-#: instructions (K = 4: gemm_cutlass.cuh); an eighth declares the kernel ``__launch_bounds__(threads, blocks)``, as
-#: the fused kernel's bounded build does.
+#: (element type, tile M, tile N, tile K, threads, pipeline stages[, (warps M, warps N, instruction K) or "dmma"[,
+#: blocks per SM]]): six fields take cuBLASDx's block product (``GemmTile``); a seventh takes CUTLASS's block-level
+#: multistage product (``GemmTileCutlass``, double only): warps M x warps N warps (threads = 32 x both) on 16 x 8 x K
+#: DMMA instructions (K = 4: gemm_cutlass.cuh), or ``"dmma"`` the 16x8x8 DMMA tile (``GemmTileDmma``, double only, tile
+#: M 64 or 128 by 64 x 16, 128 threads; gemm_dmma.cuh); an eighth declares the kernel
+#: ``__launch_bounds__(threads, blocks)``, as the fused kernel's bounded build does.
 CONFIGS = [
     ("double", 64, 64, 16, 128, 3),  # cuBLASDx, for comparison
-    ("double", 64, 64, 16, 128, 3, (2, 2, 4)),  # the default
-    ("double", 64, 64, 16, 128, 3, (2, 2, 4), 3),  # the default in the fused kernel's bounded build
+    ("double", 64, 64, 16, 128, 3, "dmma"),  # the default in the fused kernel's unbounded build
+    ("double", 64, 64, 16, 128, 3, (2, 2, 4)),  # CUTLASS's tile: the default in the bounded build
+    ("double", 64, 64, 16, 128, 3, (2, 2, 4), 3),  # as the bounded build compiles it
+    ("double", 128, 64, 16, 128, 3, "dmma"),  # 64 x 32 warp tiles (spills at 255 registers)
     ("double", 64, 64, 16, 128, 4, (2, 2, 4)),
     ("double", 64, 64, 32, 128, 3, (2, 2, 4)),
     ("double", 128, 128, 16, 256, 3, (2, 4, 4)),  # 64 x 32 warp tiles, one block per SM
@@ -92,6 +95,10 @@ def _fields(cfg) -> dict:
     warps = cfg[6] if len(cfg) > 6 else None
     if warps is None:
         tile = f"cpufree::GemmTile<{tm}, {tn}, {tk}, {threads}, {stages}>"
+    elif warps == "dmma":
+        if t != "double" or (tn, tk, threads) != (64, 16, 128) or tm not in (64, 128):
+            raise ValueError(f"DMMA configuration {cfg}: double only, 64 or 128 x 64 x 16, 128 threads")
+        tile = f"cpufree::GemmTileDmma<{tm}, {stages}, cpufree::GemmTileCutlass<64, 64, 16, 2, 2, 4, 3>>"
     else:
         wm, wn, ik = warps
         if t != "double" or threads != 32 * wm * wn:
@@ -103,7 +110,9 @@ def _fields(cfg) -> dict:
 def name(cfg) -> str:
     t, tm, tn, tk, threads, stages = cfg[:6]
     base = f"{t}_{tm}x{tn}x{tk}_t{threads}_s{stages}"
-    if len(cfg) > 6 and cfg[6] is not None:
+    if len(cfg) > 6 and cfg[6] == "dmma":
+        base += "_dmma"
+    elif len(cfg) > 6 and cfg[6] is not None:
         wm, wn, ik = cfg[6]
         base += f"_cutlass{wm}x{wn}k{ik}"
     if len(cfg) > 7:
@@ -123,7 +132,7 @@ def _nvcc(arch: str) -> list[str]:
 def build_one(cfg, out: Path, arch: str) -> tuple[str, str]:
     src, lib = out / f"{name(cfg)}.cu", out / f"{name(cfg)}.so"
     include = Path(__file__).resolve().parent.parent / "dace_cpufree" / "runtime" / "include" / "cpufree"
-    newest = max((include / h).stat().st_mtime for h in ("gemm.cuh", "gemm_cutlass.cuh"))
+    newest = max((include / h).stat().st_mtime for h in ("gemm.cuh", "gemm_cutlass.cuh", "gemm_dmma.cuh"))
     if lib.exists() and lib.stat().st_mtime > newest:
         return name(cfg), "ok (built before)"
     src.write_text(SOURCE.format(**_fields(cfg)))

@@ -76,7 +76,7 @@ def _product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, tran
     """The tasklet of one grid-wide ``cpufree::gemm`` call, with what it needs of the launch as its facts."""
     ctype = dtype.ctype
     code = (
-        f"cpufree::gemm<{ctype}>((long long)({cxx(m)}), (long long)({cxx(n)}), "
+        f"cpufree::gemm<{ctype}, cpufree_build>((long long)({cxx(m)}), (long long)({cxx(n)}), "
         f"(long long)({cxx(k)}), "
         f"({ctype})({alpha}), _a, (long long)({cxx(lda)}), {str(trans_a).lower()}, _b, "
         f"(long long)({cxx(ldb)}), {str(trans_b).lower()}, ({ctype})({beta}), _c, (long long)({cxx(ldc)}));"

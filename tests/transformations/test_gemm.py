@@ -165,17 +165,19 @@ def test_configure_warns_only_where_the_products_need_another_block_size(monkeyp
 
 
 def test_kernels_with_products_are_built_twice_and_the_launcher_counts_their_tiles():
-    """The body is one device function; a kernel runs it with the registers ptxas chooses and another bounded to
-    three blocks of the products' size per multiprocessor, and the launcher counts the products' output tiles from
-    its parameters to choose between them. A kernel without products is built once."""
+    """The body is one device function, a template over the build; a kernel runs it with the registers ptxas chooses
+    and another bounded to three blocks of the products' size per multiprocessor, and the launcher counts the
+    products' output tiles from its parameters to choose between them. A kernel without products is built once."""
     source = dace_cpufree.kernel_source(product)
     kernel = source.kernel
-    assert f"__device__ __forceinline__ void {kernel}_body(" in source.code
+    assert f"template <int cpufree_build>\n__device__ __forceinline__ void {kernel}_body(" in source.code
     assert f"__global__ void {kernel}(" in source.code
     bound = "__launch_bounds__(cpufree::bound_threads(cpufree::gemm_threads<double>()), 3)"
     assert f"{bound}\n{kernel}_bounded(" in source.code
-    # both kernels run the one body, whose products take the same tile
-    assert source.code.count(f"{kernel}_body(") == 3
+    # both kernels run the one body, each its own build of it, whose products name the build (each its tile)
+    assert source.code.count(f"{kernel}_body(") == 1
+    assert f"{kernel}_body<0>(" in source.code and f"{kernel}_body<1>(" in source.code
+    assert "cpufree::gemm<double, cpufree_build>(" in source.code
     assert "CPUFREE_BLOCKS_PER_SM" not in source.code
     (call,) = _products(source)
     assert call.tiles == "cpufree::gemm_tiles<double>((long long)(M), (long long)(N))"
@@ -289,7 +291,8 @@ def test_nvcc_builds_the_tensor_core_product(arch, tmp_path):
     assert re.search(r"mma\.sync\.aligned\.m\d+n\d+k\d+\.row\.col\.f64", ptx)  # FP64 tensor cores (DMMA)
     # the kernel bounded to three blocks of the tile's 128 threads per multiprocessor
     assert re.search(rf"\.entry \w*{source.kernel}_bounded\w*\([^)]*\)\s*\.maxntid 128, 1, 1\s*\.minnctapersm 3", ptx)
-    # both builds compile CUTLASS's tile: on sm_90 the 16x8x4 DMMA instruction, on sm_80 the 8x8x4 one
+    # on sm_90 the unbounded build compiles the DMMA tile (16x8x8) and CUTLASS's for the products it does not take
+    # (16x8x4), the bounded build CUTLASS's only; on sm_80 both CUTLASS's 8x8x4
     chunks = re.split(r"(?=\.(?:visible\s+)?(?:entry|func)\s)", ptx)
     named = {re.match(r"\.(?:visible\s+)?(?:entry|func)\s+(?:\([^)]*\)\s*)?(\w+)", c).group(1): c for c in chunks[1:]}
     (bounded,) = [body for name, body in named.items() if f"{source.kernel}_bounded" in name]
@@ -298,8 +301,10 @@ def test_nvcc_builds_the_tensor_core_product(arch, tmp_path):
         label: set(re.findall(r"mma\.sync\.aligned\.(m\d+n\d+k\d+)\.row\.col\.f64", body))
         for label, body in (("bounded", bounded), ("unbounded", unbounded))
     }
-    instruction = "m16n8k4" if arch == "sm_90" else "m8n8k4"
-    assert atoms == {"bounded": {instruction}, "unbounded": {instruction}}
+    if arch == "sm_90":
+        assert atoms == {"bounded": {"m16n8k4"}, "unbounded": {"m16n8k8", "m16n8k4"}}
+    else:
+        assert atoms == {"bounded": {"m8n8k4"}, "unbounded": {"m8n8k4"}}
 
 
 @pytest.mark.compile

@@ -193,7 +193,7 @@ def test_mlp_products_are_calls_of_every_thread_with_the_tile_launch():
     source = dace_cpufree.kernel_source(KERNELS["mlp"].program)
     calls = [i for i in items(source) if i.collective]
     assert len(calls) == 3
-    assert all("cpufree::gemm<float>((long long)(N)," in "\n".join(c.code) for c in calls)
+    assert all("cpufree::gemm<float, cpufree_build>((long long)(N)," in "\n".join(c.code) for c in calls)
     assert (source.need_block, source.dynamic_shared) == (
         "cpufree::gemm_threads<float>()",
         "cpufree::gemm_shared_bytes<float>()",

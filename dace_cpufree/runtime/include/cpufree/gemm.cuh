@@ -15,12 +15,13 @@
 // blocks), K is split over blocks: C is first scaled by beta, one grid sync, then the partial products are added
 // atomically (so results may then differ from run to run in the last bits).
 //
-// FP64 (GemmTileCutlass) runs each output tile on CUTLASS's block-level multistage product (cpufree/gemm_cutlass.cuh,
-// gemm_tensor_cutlass below; the CUTLASS copy the MathDx wheel ships), on the DMMA tensor cores: measured alone on an
-// H100 it was faster than cuBLASDx 0.4's block GEMM (0.49-0.55x cuBLAS's FP64 speed), than the DMMA tiles written
-// here before it at 15 of 16 sizes and runs, and than CuTe's collective main loop on the 16x8x16 instruction at five
-// of seven large sizes, as fast at two (docs/linear-algebra.md). FP32 (GemmTile) stays on cuBLASDx's block GEMM, on
-// FFMA as cuBLAS does by default (no TF32).
+// FP64 runs each output tile on the DMMA tensor cores. A kernel's unbounded build on sm_90 (GemmTileDmma) takes the
+// 16x8x8 tile with 16-byte copies (cpufree/gemm_dmma.cuh, gemm_tensor_dmma below) for untransposed operands whose rows
+// allow 16-byte copies; every other FP64 product, every other architecture and the bounded build take CUTLASS's
+// block-level multistage product (GemmTileCutlass: cpufree/gemm_cutlass.cuh, gemm_tensor_cutlass below; the CUTLASS
+// copy the MathDx wheel ships), which alone on an H100 was faster than cuBLASDx 0.4's block GEMM (0.49-0.55x cuBLAS's
+// FP64 speed) and than CuTe's collective main loop on the 16x8x16 instruction (docs/linear-algebra.md). FP32
+// (GemmTile) stays on cuBLASDx's block GEMM, on FFMA as cuBLAS does by default (no TF32).
 //
 // FP32 products with few output rows (M <= skinny::kMaxRows, B untransposed) take neither: B is streamed once in
 // 16-byte loads with all rows of C in registers (cpufree/gemm_skinny.cuh, gemm_skinny below), in the same launch
@@ -30,6 +31,8 @@
 // take a plain grid-stride loop nest with the same semantics.
 // CPUFREE_EMULATE (host C++): the same plain loops on the host, any arithmetic T.
 #pragma once
+
+#include "gemm_dmma.cuh"
 
 #if defined(CPUFREE_EMULATE)
 #include "emulate.h"
@@ -46,6 +49,10 @@
 #include "gemm_skinny.cuh"
 #endif
 #endif
+
+// The build a kernel's body is compiled for (GemmBuildTile): 0 for a kernel built once; the body of a kernel built
+// twice is a template whose parameter of this name hides this one (codegen/host.py). Product calls name it.
+constexpr int cpufree_build = 0;
 
 namespace cpufree {
 
@@ -73,6 +80,25 @@ struct GemmTileCutlass {
     static constexpr bool kCutlass = true;
 };
 
+// FP64 only: TileM x 64 x 16 tiles on sm_90's 16x8x8 DMMA instruction with 16-byte copies (cpufree/gemm_dmma.cuh),
+// for untransposed operands whose rows allow them (gemm_detail::dmma_applies); every other FP64 product, and every
+// architecture but sm_90, on Narrow (a GemmTileCutlass). Blocks of exactly 128 threads, like CUTLASS's.
+template <int TileM_, int Stages_, typename Narrow_>
+struct GemmTileDmma {
+    using Shape = dmma::Shape<TileM_>;
+    using Narrow = Narrow_;
+    static constexpr int kTileM = Shape::kTileM, kTileN = Shape::kTileN, kTileK = Shape::kTileK;
+    static constexpr int kThreads = Shape::kThreads;
+    static constexpr int kStages = Stages_;
+    static constexpr bool kDmma = true;
+    static_assert(Narrow::kThreads == kThreads, "both tiles run in the same blocks");
+};
+
+template <typename Tile, typename = void> struct gemm_tile_is_dmma { static constexpr bool value = false; };
+template <typename Tile> struct gemm_tile_is_dmma<Tile, decltype(void(Tile::kDmma))> {
+    static constexpr bool value = Tile::kDmma;
+};
+
 template <typename Tile, typename = void> struct gemm_tile_is_cutlass { static constexpr bool value = false; };
 template <typename Tile> struct gemm_tile_is_cutlass<Tile, decltype(void(Tile::kCutlass))> {
     static constexpr bool value = Tile::kCutlass;
@@ -89,8 +115,18 @@ template <> struct gemm_uses_library<float> { static constexpr bool value = true
 // sizes (docs/linear-algebra.md). Larger tiles gain only at the largest sizes and would cost the fused kernel's
 // other steps their occupancy (one register allocation and one block size serve every step).
 template <typename T> struct GemmDefault { using type = GemmTile<64, 64, 16, 128, 3>; };
-template <> struct GemmDefault<double> { using type = GemmTileCutlass<64, 64, 16, 2, 2, 4, 3>; };  // 48 KiB shared
+template <> struct GemmDefault<double> {  // 48 KiB shared
+    using type = GemmTileDmma<64, 3, GemmTileCutlass<64, 64, 16, 2, 2, 4, 3>>;
+};
 template <> struct GemmDefault<float> { using type = GemmTile<64, 128, 16, 128, 3>; };  // 36 KiB shared
+
+// The tile of each build of a kernel (codegen/host.py): build 0 runs with the registers ptxas chooses (two blocks of
+// 128 threads per multiprocessor with products), build 1 is bounded to three such blocks (168 registers). FP64
+// products take the DMMA tile in build 0 and CUTLASS's in build 1, where the DMMA tile spills 384 bytes a thread and
+// CUTLASS's 96-144 (the launcher's rule takes a bounded build that spills at most 256: cpufree/launch.h). The launch
+// facts below (block size, shared memory, output tiles) are stated once for both, so the builds must agree on them.
+template <typename T, int Build> struct GemmBuildTile { using type = typename GemmDefault<T>::type; };
+template <> struct GemmBuildTile<double, 1> { using type = GemmDefault<double>::type::Narrow; };
 
 // Facts for the launcher: the block size gemm<T>'s tile is built for (a block it cannot run takes the plain path:
 // block_runs_tile), and the dynamic shared memory each block needs.
@@ -104,7 +140,8 @@ __host__ __device__ constexpr int gemm_threads() {
 // help staging and otherwise wait at the barriers). gemm_block_fits<T>: for gemm<T>'s tile, and true on the plain path.
 template <typename Tile>
 __host__ __device__ constexpr bool gemm_tile_runs_in(int block) {
-    return gemm_tile_is_cutlass<Tile>::value ? block == Tile::kThreads : block >= Tile::kThreads;
+    return gemm_tile_is_cutlass<Tile>::value || gemm_tile_is_dmma<Tile>::value ? block == Tile::kThreads
+                                                                                : block >= Tile::kThreads;
 }
 template <typename T, typename Tile = typename GemmDefault<T>::type>
 __host__ __device__ constexpr bool gemm_block_fits(int block) {
@@ -113,6 +150,13 @@ __host__ __device__ constexpr bool gemm_block_fits(int block) {
 template <typename T, typename Tile = typename GemmDefault<T>::type>
 __host__ __device__ constexpr unsigned long long gemm_shared_bytes() {
 #if !defined(CPUFREE_EMULATE) && !defined(CPUFREE_GEMM_PLAIN)
+    if constexpr (gemm_tile_is_dmma<Tile>::value) {
+        using S = typename Tile::Shape;
+        const unsigned long long pipeline = sizeof(double) * Tile::kStages * (S::kAElems + S::kBElems);
+        const unsigned long long staged = sizeof(double) * S::kTileM * S::kLdc;
+        const unsigned long long narrow = gemm_shared_bytes<T, typename Tile::Narrow>();
+        return pipeline > staged ? (pipeline > narrow ? pipeline : narrow) : (staged > narrow ? staged : narrow);
+    }
     if constexpr (gemm_tile_is_cutlass<Tile>::value)
         return cutlass_tile::Shared<Tile::kTileM, Tile::kTileN, Tile::kTileK, Tile::kWarpsM, Tile::kWarpsN,
                                     Tile::kInstK, Tile::kStages>::kBytes;
@@ -129,12 +173,23 @@ __host__ __device__ constexpr long long gemm_tiles(long long M, long long N) {
     return ((M + Tile::kTileM - 1) / Tile::kTileM) * ((N + Tile::kTileN - 1) / Tile::kTileN);
 }
 
+// Both builds' tiles give the launcher the same facts.
+template <typename T>
+constexpr bool gemm_builds_agree() {
+    using A = typename GemmBuildTile<T, 0>::type;
+    using B = typename GemmBuildTile<T, 1>::type;
+    return A::kThreads == B::kThreads && A::kTileM == B::kTileM && A::kTileN == B::kTileN &&
+           gemm_shared_bytes<T, A>() == gemm_shared_bytes<T, B>() &&
+           gemm_tile_runs_in<A>(A::kThreads) == gemm_tile_runs_in<B>(A::kThreads);
+}
+static_assert(gemm_builds_agree<double>() && gemm_builds_agree<float>(), "the builds' launch facts differ");
+
 #if defined(CPUFREE_EMULATE)
 
 // ---- Host emulation: the definition, in plain loops ------------------------------------------------
 // Grid-stride over the elements of C like the device's plain path, so that the race checker's threads share
 // the work; the pointers are generic so that its recording arrays (racecheck.h) see every access.
-template <typename T, typename PA, typename PB, typename PC>
+template <typename T, int Build = 0, typename PA, typename PB, typename PC>
 inline void gemm(long long M, long long N, long long K, T alpha, PA A, long long lda, bool transA, PB B,
                  long long ldb, bool transB, T beta, PC C, long long ldc) {
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -268,6 +323,16 @@ __device__ inline WorkUnit work_unit(const Schedule &s, long long w) {
     return u;
 }
 
+// A work unit's elements of K: [begin, end), end clipped to K.
+struct KRange {
+    long long begin, end;
+};
+template <typename Tile>
+__device__ inline KRange k_range(const WorkUnit &u, long long K) {
+    const long long end = (u.first + u.count) * Tile::kTileK;
+    return {u.first * Tile::kTileK, end < K ? end : K};
+}
+
 // The block's dynamic shared memory (the launcher sizes it from gemm_shared_bytes).
 __device__ inline unsigned char *dynamic_shared() {
     extern __shared__ __align__(16) unsigned char cpufree_dynamic_shared[];
@@ -372,6 +437,22 @@ __device__ inline Schedule start_schedule(long long M, long long N, long long K,
     return s;
 }
 
+// The block writes an output tile staged in shared memory (rows of Ldc elements) row by row, consecutive threads on
+// consecutive columns: alpha, beta, the matrix's bounds and, under split-K, atomic adds.
+template <int TM, int TN, int Ldc, typename T>
+__device__ inline void write_staged_tile(const T *staged, const WorkUnit &u, long long M, long long N, T alpha, T beta,
+                                         T *C, long long ldc, bool split) {
+    for (int e = int(threadIdx.x); e < TM * TN; e += int(blockDim.x)) {
+        const int r = e / TN, c = e % TN;
+        const long long gm = u.m0 + r, gn = u.n0 + c;
+        if (gm >= M || gn >= N) continue;
+        const T v = alpha * staged[r * Ldc + c];
+        T *out = C + gm * ldc + gn;
+        if (split) atomicAdd(out, v);
+        else *out = beta == T(0) ? v : v + beta * *out;
+    }
+}
+
 // FP64 tiles on CUTLASS's block-level product (GemmTileCutlass, cpufree/gemm_cutlass.cuh); LayoutA/LayoutB: RowMajor
 // for an untransposed operand, ColumnMajor for a transposed one. The block must have exactly Tile::kThreads threads
 // (block_runs_tile): CUTLASS's main loop synchronises the block inside, with every thread in its thread maps.
@@ -397,9 +478,8 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
     const long long work = s.tiles * s.splits;
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {
         const WorkUnit u = work_unit<Tile>(s, w);
-        const long long kbegin = u.first * TK;
-        long long kend = (u.first + u.count) * TK;
-        if (kend > K) kend = K;
+        const KRange range = k_range<Tile>(u, K);
+        const long long kbegin = range.begin, kend = range.end;
         typename Mma::FragmentC acc;
         acc.clear();
         {
@@ -421,19 +501,188 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
             it_c.store(acc);
         }
         __syncthreads();
-        // The block writes the tile row by row: consecutive threads, consecutive columns.
-        for (int e = thread; e < TM * TN; e += int(blockDim.x)) {
-            const int r = e / TN, c = e % TN;
-            const long long gm = u.m0 + r, gn = u.n0 + c;
-            if (gm >= M || gn >= N) continue;
-            const T v = alpha * staged[r * kLdc + c];
-            T *out = C + gm * ldc + gn;
-            if (s.splits > 1) atomicAdd(out, v);
-            else *out = beta == T(0) ? v : v + beta * *out;
-        }
+        write_staged_tile<TM, TN, kLdc>(staged, u, M, N, alpha, beta, C, ldc, s.splits > 1);
         __syncthreads();  // the next tile (or the caller's next gemm) refills the shared buffers
     }
 }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
+#define CPUFREE_GEMM_DMMA 1
+#endif
+
+// Whether an untransposed FP64 product can take the DMMA tile (GemmTileDmma): every 16-byte chunk of its rows starts
+// 16-byte aligned and lies wholly inside or wholly outside the matrix (pointers aligned, even leading dimensions, even
+// N and K). The same answer for every thread of the grid.
+__device__ inline bool dmma_applies(const double *A, long long lda, const double *B, long long ldb, long long N,
+                                    long long K) {
+    const unsigned long long bits = reinterpret_cast<unsigned long long>(A) | reinterpret_cast<unsigned long long>(B);
+    return bits % 16 == 0 && lda % 2 == 0 && ldb % 2 == 0 && N % 2 == 0 && K % 2 == 0;
+}
+
+#if defined(CPUFREE_GEMM_DMMA)
+// FP64 tiles on the 16x8x8 DMMA instruction (GemmTileDmma; index arithmetic and layouts: cpufree/gemm_dmma.cuh), for
+// untransposed operands that dmma_applies to. CUTLASS's multistage order: Stages - 1 K tiles in flight through
+// 16-byte cp.async, one block barrier per K tile, the fragments of the next K step loaded while the current one
+// multiplies. The K loop is unrolled by Stages so that every shared-memory address is a per-thread register plus an
+// immediate; output tiles wholly inside the matrix copy without predicates, edge tiles and the last partial K tile
+// zero-fill what lies outside. The accumulators leave through shared memory (write_staged_tile).
+template <typename Tile>
+__device__ void gemm_tensor_dmma(long long M, long long N, long long K, double alpha, const double *A, long long lda,
+                                 const double *B, long long ldb, double beta, double *C, long long ldc,
+                                 long long forced_splits) {
+    using S = typename Tile::Shape;
+    constexpr int TM = S::kTileM, TN = S::kTileN, TK = S::kTileK, Stages = Tile::kStages;
+    constexpr int kStage = S::kAElems + S::kBElems;  // doubles per pipeline stage: A, then B
+    static_assert(Stages >= 2 && S::kSteps == 2 && S::kBCopies % 2 == 0, "the loop below is written for these");
+    using Chunk = cute::uint128_t;
+    // A through L2 only (cp.async.cg), B through L1 too (.ca): alone on an H100 the fastest or within 1 % of it of the
+    // four choices at NPBench's paper products; A and B both .cg made doitgen's 55000 x 270 x 270 11 % slower, both .ca
+    // the products of k2mm and k3mm 2-4 % slower (docs/linear-algebra.md).
+    using CopyA = cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<Chunk, Chunk>;
+    using CopyB = cute::SM80_CP_ASYNC_CACHEALWAYS_ZFILL<Chunk, Chunk>;
+    using Mma = cute::SM90_16x8x8_F64F64F64F64_TN;
+    double *const smem = reinterpret_cast<double *>(dynamic_shared());
+
+    const Schedule s = start_schedule<Tile>(M, N, K, beta, C, ldc, forced_splits);
+    const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
+    const int wm = warp % 2, wn = warp / 2;
+    const int a_row = dmma::a_copy_row(tid, 0), a_col = 2 * dmma::a_copy_chunk(tid);
+    const int b_row = dmma::b_copy_row(tid, 0), b_col = 2 * dmma::b_copy_chunk(tid);
+    double *const a_dst = smem + dmma::a_copy_offset(tid);
+    double *const b_dst[2] = {smem + S::kAElems + dmma::b_copy_offset(tid, 0),
+                              smem + S::kAElems + dmma::b_copy_offset(tid, 1)};
+    const double *const a_frag[2] = {smem + dmma::a_frag_offset<TM>(wm, lane, 0),
+                                     smem + dmma::a_frag_offset<TM>(wm, lane, 1)};
+    const double *const b_frag = smem + S::kAElems + dmma::b_frag_offset(wn, lane);
+    const long long a_step = 16 * lda, b_step = 4 * ldb;  // between a thread's A copies, B copies
+
+    const long long work = s.tiles * s.splits;
+    for (long long w = blockIdx.x; w < work; w += gridDim.x) {
+        const WorkUnit u = work_unit<Tile>(s, w);
+        const KRange range = k_range<Tile>(u, K);
+        const long long kbegin = range.begin, kend = range.end;
+        const int k_tiles = kend > kbegin ? int((kend - kbegin + TK - 1) / TK) : 0;
+        // K tiles copied without predicates: all of them in an output tile inside the matrix, but a last partial one.
+        const bool inside = u.m0 + TM <= M && u.n0 + TN <= N;
+        const int k_plain = inside ? int((kend - kbegin) / TK) : 0;
+        const double *a_src = A + (u.m0 + a_row) * lda + kbegin + a_col;
+        const double *b_src = B + (kbegin + b_row) * ldb + u.n0 + b_col;
+
+        // K tile kt into stage `stage`; the sources advance by one K tile per call.
+        auto fetch = [&](int kt, int stage) {
+            const int off = stage * kStage;
+            if (kt < k_plain) {
+#pragma unroll
+                for (int j = 0; j < S::kACopies; ++j)
+                    CopyA::copy(*reinterpret_cast<const Chunk *>(a_src + j * a_step),
+                               *reinterpret_cast<Chunk *>(a_dst + off + j * dmma::kACopyStride), true);
+#pragma unroll
+                for (int j = 0; j < S::kBCopies; ++j)
+                    CopyB::copy(*reinterpret_cast<const Chunk *>(b_src + j * b_step),
+                               *reinterpret_cast<Chunk *>(b_dst[j % 2] + off + (j / 2) * dmma::kBCopyPairStride),
+                               true);
+            } else if (kt < k_tiles) {
+                const long long k = kbegin + (long long)kt * TK;
+                const bool a_k = k + a_col < kend;
+#pragma unroll
+                for (int j = 0; j < S::kACopies; ++j) {
+                    const bool in = a_k && u.m0 + dmma::a_copy_row(tid, j) < M;
+                    CopyA::copy(*reinterpret_cast<const Chunk *>(in ? a_src + j * a_step : A),
+                               *reinterpret_cast<Chunk *>(a_dst + off + j * dmma::kACopyStride), in);
+                }
+                const bool b_n = u.n0 + b_col < N;
+#pragma unroll
+                for (int j = 0; j < S::kBCopies; ++j) {
+                    const bool in = b_n && k + dmma::b_copy_row(tid, j) < kend;
+                    CopyB::copy(*reinterpret_cast<const Chunk *>(in ? b_src + j * b_step : B),
+                               *reinterpret_cast<Chunk *>(b_dst[j % 2] + off + (j / 2) * dmma::kBCopyPairStride), in);
+                }
+            }
+            a_src += TK;
+            b_src += TK * ldb;
+        };
+
+        // The second operands (A) of the warp's column groups, the first operands (B) of its row groups: one K step's.
+        double2 af[S::kGroupsM], bf[S::kGroupsN][2];
+        auto load_a = [&](int stage, int step, int q) {
+            af[q] = *reinterpret_cast<const double2 *>(a_frag[step] + stage * kStage + dmma::a_frag_stride(q));
+        };
+        auto load_b = [&](int stage, int step, int p) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                bf[p][e] =
+                    *reinterpret_cast<const double2 *>(b_frag + stage * kStage + dmma::b_frag_stride(step, e, p));
+        };
+
+        double acc[S::kGroupsN][S::kGroupsM][4];
+#pragma unroll
+        for (int p = 0; p < S::kGroupsN; ++p)
+#pragma unroll
+            for (int q = 0; q < S::kGroupsM; ++q)
+#pragma unroll
+                for (int v = 0; v < 4; ++v) acc[p][q][v] = 0.0;
+
+#pragma unroll
+        for (int st = 0; st < Stages - 1; ++st) {
+            fetch(st, st);
+            cute::cp_async_fence();
+        }
+        cute::cp_async_wait<Stages - 2>();
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < S::kGroupsM; ++q) load_a(0, 0, q);
+#pragma unroll
+        for (int p = 0; p < S::kGroupsN; ++p) load_b(0, 0, p);
+        for (int k0 = 0; k0 < k_tiles; k0 += Stages) {
+#pragma unroll
+            for (int r = 0; r < Stages; ++r) {  // K tile k0 + r, in stage r
+                if (k0 + r < k_tiles) {
+#pragma unroll
+                    for (int step = 0; step < S::kSteps; ++step) {
+                        const bool last = step == S::kSteps - 1;
+                        if (last) {  // the next K tile's stage: landed, and visible to every warp
+                            cute::cp_async_wait<Stages - 2>();
+                            __syncthreads();
+                        }
+                        if (step == 0) {  // every warp is past the barrier that ended its reads of that stage
+                            fetch(k0 + r + Stages - 1, (r + Stages - 1) % Stages);
+                            cute::cp_async_fence();
+                        }
+                        // The next step's fragments replace each operand right after its last use in this one, so
+                        // that their loads overlap the remaining instructions with one set of fragment registers.
+                        const int next_stage = last ? (r + 1) % Stages : r, next_step = last ? 0 : step + 1;
+#pragma unroll
+                        for (int p = 0; p < S::kGroupsN; ++p) {
+#pragma unroll
+                            for (int q = 0; q < S::kGroupsM; ++q) {
+                                const double2 &x = bf[p][0], &y = bf[p][1], &a = af[q];
+                                double *d = acc[p][q];
+                                Mma::fma(d[0], d[1], d[2], d[3], x.x, x.y, y.x, y.y, a.x, a.y, d[0], d[1], d[2], d[3]);
+                                if (p == S::kGroupsN - 1) load_a(next_stage, next_step, q);
+                            }
+                            load_b(next_stage, next_step, p);
+                        }
+                    }
+                }
+            }
+        }
+        cute::cp_async_wait<0>();
+        __syncthreads();  // every warp done with the pipeline's buffers: they take the C tile now
+        double *const staged = smem;
+#pragma unroll
+        for (int p = 0; p < S::kGroupsN; ++p)
+#pragma unroll
+            for (int q = 0; q < S::kGroupsM; ++q)
+#pragma unroll
+                for (int v = 0; v < 2; ++v)
+                    *reinterpret_cast<double2 *>(staged + dmma::acc_row<TM>(wm, lane, q, v) * S::kLdc +
+                                                 dmma::acc_col(wn, lane, p, v)) = {acc[p][q][v], acc[p][q][v + 2]};
+        __syncthreads();
+        write_staged_tile<TM, TN, S::kLdc>(staged, u, M, N, alpha, beta, C, ldc, s.splits > 1);
+        __syncthreads();  // the next tile (or the caller's next gemm) refills the shared buffers
+    }
+}
+#endif
 
 // Whether the launch's blocks can run a tile configuration (gemm_tile_runs_in).
 template <typename Tile>
@@ -628,7 +877,17 @@ template <typename T, typename Tile>
 __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
                             const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,
                             long long forced_splits = 0) {
-    if constexpr (gemm_tile_is_cutlass<Tile>::value) {
+    if constexpr (gemm_tile_is_dmma<Tile>::value) {
+        static_assert(cute::is_same_v<T, double>, "GemmTileDmma tiles multiply doubles");
+#if defined(CPUFREE_GEMM_DMMA)
+        if (!transA && !transB && dmma_applies(A, lda, B, ldb, N, K)) {
+            gemm_tensor_dmma<Tile>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, forced_splits);
+            return;
+        }
+#endif
+        gemm_tensor<T, typename Tile::Narrow>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc,
+                                              forced_splits);
+    } else if constexpr (gemm_tile_is_cutlass<Tile>::value) {
         // No FP64 tensor cores (and no cp.async) before sm_80; CUTLASS's iterators take extents as int.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
         constexpr bool kTensorCores = false;
@@ -657,9 +916,10 @@ __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, cons
 
 }  // namespace gemm_detail
 
-template <typename T, typename Tile = typename GemmDefault<T>::type>
+template <typename T, int Build = 0>
 __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
                      const T *B, long long ldb, bool transB, T beta, T *C, long long ldc) {
+    using Tile = typename GemmBuildTile<T, Build>::type;
 #if !defined(CPUFREE_GEMM_PLAIN)
     // A block the tile cannot run (smaller than its thread count; for CUTLASS's FP64 tile, any other size: a user's
     // block size) takes the (slow, correct) plain path. The launcher avoids it with gemm_threads<T>().

@@ -49,6 +49,11 @@ def chain(A: dace.float32[M, K], B: dace.float32[K, N], D: dace.float32[N, M], E
     E[:] = (A @ B) @ D
 
 
+@dace.program
+def padded(A: dace.float64[M, K + 2], B: dace.float64[K, N + 4], C: dace.float64[M, N]):
+    C[:] = A[:, :K] @ B[:, :N]  # rows longer than the operands: leading dimensions K + 2, N + 4
+
+
 R, Q = (dace.symbol(s) for s in "RQ")
 
 
@@ -65,11 +70,15 @@ def _inputs(program, dtype=np.float64, m=37, n=29, k=41, seed=5):
         "transposed_left": ((k, m), (k, n), (m, n)),
         "transposed_right": ((m, k), (n, k), (m, n)),
         "chain": ((m, k), (k, n), (n, m), (m, m)),
+        "padded": ((m, k + 2), (k, n + 4), (m, n)),
     }[program.f.__name__]
     return [rng.standard_normal(s).astype(dtype) for s in shapes]
 
 
 def _expected(program, args):
+    if program is padded:  # its Python function slices with the symbols themselves
+        A, B, C = args
+        return A[:, : B.shape[0]] @ B[:, : C.shape[1]]
     with np.errstate(all="ignore"):
         ref = [a.copy() for a in args]
         program.f(*ref)
@@ -277,6 +286,19 @@ def test_products_match_numpy_under_the_race_checker(program, order):
     np.testing.assert_allclose(args[-1], want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
 
+def test_operands_with_longer_rows_keep_their_leading_dimensions():
+    """Slices of wider arrays are products of their own: the call takes the arrays' row lengths as leading dimensions
+    (the DMMA tile copies 16 bytes from such rows where they are even), and the emulation matches NumPy."""
+    source = dace_cpufree.kernel_source(padded)
+    (call,) = _products(source)
+    code = "\n".join(call.code)
+    assert "_a, (long long)((K + 2)), false, _b, (long long)((N + 4)), false," in code
+    args = _inputs(padded, np.float64, 70, 66, 50)
+    want = _expected(padded, args)
+    dace_cpufree.compile(padded, backend="emulate", race_check=True)(*args)
+    np.testing.assert_allclose(args[-1], want, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.compile
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_nvcc_builds_the_tensor_core_product(arch, tmp_path):
@@ -333,6 +355,31 @@ def test_products_match_numpy_on_gpu(program, size):
         np.testing.assert_allclose(args[-1], want, rtol=1e-4, atol=2e-6 * scale)
     else:
         np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * scale)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "program, size",
+    [
+        (product, (1000, 1100, 1200)),  # many tiles, inside and at the edges
+        (product, (130, 70, 3000)),  # fewer tiles than blocks: K split over blocks
+        (product, (334, 270, 518)),  # edges in M and N, a last K tile of 6
+        (padded, (334, 270, 518)),  # leading dimensions past the operands' widths
+    ],
+    ids=lambda v: getattr(v, "name", None) or "x".join(map(str, v)),
+)
+def test_untransposed_even_products_match_numpy_in_the_unbounded_build_on_gpu(program, size):
+    """The grid capped below two blocks per multiprocessor keeps the unbounded build, whose FP64 products with even
+    dimensions take the DMMA tile on sm_90 (CUTLASS's on other devices)."""
+    args = _inputs(program, np.float64, *size)
+    want = _expected(program, args)
+    run = dace_cpufree.compile(program)
+    try:
+        run.configure(max_blocks=100)
+        run(*args)
+    finally:
+        run.configure(max_blocks=0)
+    np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))
 
 
 def _run_in_blocks(program, args, block_size: int, warns: bool) -> None:

@@ -60,12 +60,14 @@ static long long block(const double *A, const double *B, double *C, int K) {
         for (int tid = 0; tid < 128; ++tid) {
             for (int j = 0; j < S::kACopies; ++j) {
                 const int row = a_copy_row(tid, j), chunk = a_copy_chunk(tid);
+                if (row != a_copy_row(tid, 0) + j * kACopyRows) return -1;  // the kernel's source steps
                 const int dst = a_copy_offset(tid) + j * kACopyStride;
                 if (dst != 2 * a_slot(row, chunk)) return -1;
                 for (int e = 0; e < 2; ++e) smem[dst + e] = A[row * K + kt * 16 + 2 * chunk + e], ++written[dst + e];
             }
             for (int j = 0; j < S::kBCopies; ++j) {
                 const int row = b_copy_row(tid, j), chunk = b_copy_chunk(tid);
+                if (row != b_copy_row(tid, 0) + j * kBCopyRows) return -1;
                 const int dst = S::kAElems + b_copy_offset(tid, j % 2) + (j / 2) * kBCopyPairStride;
                 if (dst != S::kAElems + 2 * b_slot(row, chunk)) return -1;
                 for (int e = 0; e < 2; ++e) smem[dst + e] = B[(kt * 16 + row) * 64 + 2 * chunk + e], ++written[dst + e];

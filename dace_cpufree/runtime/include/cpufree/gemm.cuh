@@ -535,9 +535,9 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double a
     constexpr int kStage = S::kAElems + S::kBElems;  // doubles per pipeline stage: A, then B
     static_assert(Stages >= 2 && S::kSteps == 2 && S::kBCopies % 2 == 0, "the loop below is written for these");
     using Chunk = cute::uint128_t;
-    // A through L2 only (cp.async.cg), B through L1 too (.ca): alone on an H100 the fastest or within 1 % of it of the
-    // four choices at NPBench's paper products; A and B both .cg made doitgen's 55000 x 270 x 270 11 % slower, both .ca
-    // the products of k2mm and k3mm 2-4 % slower (docs/linear-algebra.md).
+    // A through L2 only (cp.async.cg), B through L1 too (.ca). Alone on an H100 at NPBench's paper products: the
+    // fastest of the four choices at three of six, within 1.3 % at two, 3 % behind both .ca at doitgen's 55000 x 270
+    // x 270, where both .cg were 12 % slower; both .ca were 1-4 % slower at k2mm's and k3mm's (docs/linear-algebra.md).
     using CopyA = cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<Chunk, Chunk>;
     using CopyB = cute::SM80_CP_ASYNC_CACHEALWAYS_ZFILL<Chunk, Chunk>;
     using Mma = cute::SM90_16x8x8_F64F64F64F64_TN;
@@ -554,7 +554,7 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double a
     const double *const a_frag[2] = {smem + dmma::a_frag_offset<TM>(wm, lane, 0),
                                      smem + dmma::a_frag_offset<TM>(wm, lane, 1)};
     const double *const b_frag = smem + S::kAElems + dmma::b_frag_offset(wn, lane);
-    const long long a_step = 16 * lda, b_step = 4 * ldb;  // between a thread's A copies, B copies
+    const long long a_step = dmma::kACopyRows * lda, b_step = dmma::kBCopyRows * ldb;  // between a thread's copies
 
     const long long work = s.tiles * s.splits;
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {

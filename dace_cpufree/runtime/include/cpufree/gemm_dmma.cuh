@@ -46,9 +46,11 @@ CPUFREE_HD constexpr int b_slot(int k, int chunk) { return k * 32 + (chunk ^ (k 
 
 // The copies of thread `tid`: its j-th A chunk is chunk a_copy_chunk(tid) of tile row a_copy_row(tid, j), its j-th B
 // chunk chunk b_copy_chunk(tid) of tile row (K) b_copy_row(tid, j). A warp copies whole rows: coalesced reads.
-CPUFREE_HD constexpr int a_copy_row(int tid, int j) { return tid / 8 + 16 * j; }
+// A thread's copies are kACopyRows (kBCopyRows) rows apart: the kernel steps its source pointers by that many rows.
+constexpr int kACopyRows = 16, kBCopyRows = 4;
+CPUFREE_HD constexpr int a_copy_row(int tid, int j) { return tid / 8 + kACopyRows * j; }
 CPUFREE_HD constexpr int a_copy_chunk(int tid) { return tid % 8; }
-CPUFREE_HD constexpr int b_copy_row(int tid, int j) { return tid / 32 + 4 * j; }
+CPUFREE_HD constexpr int b_copy_row(int tid, int j) { return tid / 32 + kBCopyRows * j; }
 CPUFREE_HD constexpr int b_copy_chunk(int tid) { return tid % 32; }
 
 // Fragments of lane `lane` (g = lane / 4, t = lane % 4) of warp (wm, wn) in K step `step` (eight K):
@@ -79,11 +81,11 @@ CPUFREE_HD constexpr int acc_col(int wn, int lane, int p, int v) {
 // apart keep the swizzle of A (row parity) and of B (bits 1 and 2 of K); chunks 8 apart keep B's. The host check
 // compares every use with the slots above.
 CPUFREE_HD constexpr int a_copy_offset(int tid) { return 2 * a_slot(a_copy_row(tid, 0), a_copy_chunk(tid)); }
-constexpr int kACopyStride = 2 * 16 * 8;  // copy j + 1: 16 rows further
+constexpr int kACopyStride = 2 * kACopyRows * 8;  // copy j + 1: 16 rows further
 CPUFREE_HD constexpr int b_copy_offset(int tid, int parity) {
     return 2 * b_slot(b_copy_row(tid, parity), b_copy_chunk(tid));
 }
-constexpr int kBCopyPairStride = 2 * 8 * 32;  // copy j + 2: 8 rows further
+constexpr int kBCopyPairStride = 2 * 2 * kBCopyRows * 32;  // copy j + 2: 8 rows further
 template <int TM>
 CPUFREE_HD constexpr int a_frag_offset(int wm, int lane, int step) {
     return 2 * a_slot(a_frag_row<TM>(wm, lane, 0), a_frag_chunk(lane, step));

@@ -1,16 +1,30 @@
 """Helpers shared by the tests: the suite kernels against NumPy, and their parameter list."""
 
 import copy
+import ctypes
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import dace_cpufree
+from dace_cpufree.runtime.build import INCLUDE_DIR
 from npbench_runs.kernels import KERNELS
 
 # Kernels the compiler does not handle yet: expected to fail with exactly this error (strict, so the
 # mark has to go as soon as they pass). Reproduction: /tmp/repro_<name>.py at the time of writing.
 KNOWN_FAILURES: dict[str, str] = {}
+
+
+def host_library(folder: Path, source: str) -> ctypes.CDLL:
+    """A host C++ program that includes the runtime headers (their host-callable index arithmetic), built with g++
+    as a shared library in ``folder`` and loaded."""
+    (folder / "host.cpp").write_text(source)
+    cmd = ["g++", "-O1", "-std=c++17", "-shared", "-fPIC", f"-I{INCLUDE_DIR}", "host.cpp", "-o", "host.so"]
+    proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return ctypes.CDLL(str(folder / "host.so"))
 
 
 def kernel_params():

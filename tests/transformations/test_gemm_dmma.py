@@ -6,12 +6,10 @@ output. Checked against NumPy, with every shared-memory slot written once and no
 and stores."""
 
 import ctypes
-import subprocess
 
 import numpy as np
 import pytest
-
-from dace_cpufree.runtime.build import INCLUDE_DIR
+from helpers import host_library
 
 HOST_BLOCK = r"""
 #include <cpufree/gemm_dmma.cuh>
@@ -170,12 +168,7 @@ extern "C" long long dmma_block_64(const double *A, const double *B, double *C, 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("dmma")
-    (folder / "block.cpp").write_text(HOST_BLOCK)
-    cmd = ["g++", "-O1", "-std=c++17", "-shared", "-fPIC", f"-I{INCLUDE_DIR}", "block.cpp", "-o", "block.so"]
-    proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lib = ctypes.CDLL(str(folder / "block.so"))
+    lib = host_library(tmp_path_factory.mktemp("dmma"), HOST_BLOCK)
     for tm in (64, 128):
         fn = getattr(lib, f"dmma_block_{tm}")
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]

@@ -9,6 +9,7 @@ import subprocess
 import dace
 import numpy as np
 import pytest
+from helpers import host_library
 from kernel_steps import items
 
 import dace_cpufree
@@ -87,12 +88,7 @@ extern "C" long long skinny_f64(long long m, long long n, long long k, double al
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("skinny")
-    (folder / "driver.cpp").write_text(HOST_DRIVER)
-    cmd = ["g++", "-O1", "-std=c++17", "-shared", "-fPIC", f"-I{INCLUDE_DIR}", "driver.cpp", "-o", "driver.so"]
-    proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lib = ctypes.CDLL(str(folder / "driver.so"))
+    lib = host_library(tmp_path_factory.mktemp("skinny"), HOST_DRIVER)
     for name, scalar in (("skinny_f32", ctypes.c_float), ("skinny_f64", ctypes.c_double)):
         fn = getattr(lib, name)
         ll, p = ctypes.c_longlong, ctypes.c_void_p

@@ -155,7 +155,7 @@ __host__ __device__ constexpr unsigned long long gemm_shared_bytes() {
         const unsigned long long pipeline = sizeof(double) * Tile::kStages * (S::kAElems + S::kBElems);
         const unsigned long long staged = sizeof(double) * S::kTileM * S::kLdc;
         const unsigned long long narrow = gemm_shared_bytes<T, typename Tile::Narrow>();
-        return pipeline > staged ? (pipeline > narrow ? pipeline : narrow) : (staged > narrow ? staged : narrow);
+        return cutlass_tile::larger(cutlass_tile::larger(pipeline, staged), narrow);
     }
     if constexpr (gemm_tile_is_cutlass<Tile>::value)
         return cutlass_tile::Shared<Tile::kTileM, Tile::kTileN, Tile::kTileK, Tile::kWarpsM, Tile::kWarpsN,
@@ -506,10 +506,6 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
     }
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
-#define CPUFREE_GEMM_DMMA 1
-#endif
-
 // Whether an untransposed FP64 product can take the DMMA tile (GemmTileDmma): every 16-byte chunk of its rows starts
 // 16-byte aligned and lies wholly inside or wholly outside the matrix (pointers aligned, even leading dimensions, even
 // N and K). The same answer for every thread of the grid.
@@ -519,7 +515,7 @@ __device__ inline bool dmma_applies(const double *A, long long lda, const double
     return bits % 16 == 0 && lda % 2 == 0 && ldb % 2 == 0 && N % 2 == 0 && K % 2 == 0;
 }
 
-#if defined(CPUFREE_GEMM_DMMA)
+#if defined(CPUFREE_SM90_DMMA)
 // FP64 tiles on the 16x8x8 DMMA instruction (GemmTileDmma; index arithmetic and layouts: cpufree/gemm_dmma.cuh), for
 // untransposed operands that dmma_applies to. CUTLASS's multistage order: Stages - 1 K tiles in flight through
 // 16-byte cp.async, one block barrier per K tile, the fragments of the next K step loaded while the current one
@@ -568,35 +564,30 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double a
         const double *a_src = A + (u.m0 + a_row) * lda + kbegin + a_col;
         const double *b_src = B + (kbegin + b_row) * ldb + u.n0 + b_col;
 
+        // This thread's j-th A or B chunk into the stage at `off` (zero where not `in`).
+        auto copy_a = [&](int off, int j, bool in) {
+            CopyA::copy(*reinterpret_cast<const Chunk *>(in ? a_src + j * a_step : A),
+                        *reinterpret_cast<Chunk *>(a_dst + off + j * dmma::kACopyStride), in);
+        };
+        auto copy_b = [&](int off, int j, bool in) {
+            CopyB::copy(*reinterpret_cast<const Chunk *>(in ? b_src + j * b_step : B),
+                        *reinterpret_cast<Chunk *>(b_dst[j % 2] + off + (j / 2) * dmma::kBCopyPairStride), in);
+        };
         // K tile kt into stage `stage`; the sources advance by one K tile per call.
         auto fetch = [&](int kt, int stage) {
             const int off = stage * kStage;
             if (kt < k_plain) {
 #pragma unroll
-                for (int j = 0; j < S::kACopies; ++j)
-                    CopyA::copy(*reinterpret_cast<const Chunk *>(a_src + j * a_step),
-                               *reinterpret_cast<Chunk *>(a_dst + off + j * dmma::kACopyStride), true);
+                for (int j = 0; j < S::kACopies; ++j) copy_a(off, j, true);
 #pragma unroll
-                for (int j = 0; j < S::kBCopies; ++j)
-                    CopyB::copy(*reinterpret_cast<const Chunk *>(b_src + j * b_step),
-                               *reinterpret_cast<Chunk *>(b_dst[j % 2] + off + (j / 2) * dmma::kBCopyPairStride),
-                               true);
+                for (int j = 0; j < S::kBCopies; ++j) copy_b(off, j, true);
             } else if (kt < k_tiles) {
                 const long long k = kbegin + (long long)kt * TK;
-                const bool a_k = k + a_col < kend;
+                const bool a_k = k + a_col < kend, b_n = u.n0 + b_col < N;
 #pragma unroll
-                for (int j = 0; j < S::kACopies; ++j) {
-                    const bool in = a_k && u.m0 + dmma::a_copy_row(tid, j) < M;
-                    CopyA::copy(*reinterpret_cast<const Chunk *>(in ? a_src + j * a_step : A),
-                               *reinterpret_cast<Chunk *>(a_dst + off + j * dmma::kACopyStride), in);
-                }
-                const bool b_n = u.n0 + b_col < N;
+                for (int j = 0; j < S::kACopies; ++j) copy_a(off, j, a_k && u.m0 + dmma::a_copy_row(tid, j) < M);
 #pragma unroll
-                for (int j = 0; j < S::kBCopies; ++j) {
-                    const bool in = b_n && k + dmma::b_copy_row(tid, j) < kend;
-                    CopyB::copy(*reinterpret_cast<const Chunk *>(in ? b_src + j * b_step : B),
-                               *reinterpret_cast<Chunk *>(b_dst[j % 2] + off + (j / 2) * dmma::kBCopyPairStride), in);
-                }
+                for (int j = 0; j < S::kBCopies; ++j) copy_b(off, j, b_n && k + dmma::b_copy_row(tid, j) < kend);
             }
             a_src += TK;
             b_src += TK * ldb;
@@ -879,7 +870,7 @@ __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, cons
                             long long forced_splits = 0) {
     if constexpr (gemm_tile_is_dmma<Tile>::value) {
         static_assert(cute::is_same_v<T, double>, "GemmTileDmma tiles multiply doubles");
-#if defined(CPUFREE_GEMM_DMMA)
+#if defined(CPUFREE_SM90_DMMA)
         if (!transA && !transB && dmma_applies(A, lda, B, ldb, N, K)) {
             gemm_tensor_dmma<Tile>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, forced_splits);
             return;

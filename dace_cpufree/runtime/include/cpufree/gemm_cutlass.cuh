@@ -12,6 +12,8 @@
 #include <cutlass/gemm/threadblock/default_mma.h>
 #include <cutlass/layout/matrix.h>
 
+#include "gemm_dmma.cuh"  // CPUFREE_SM90_DMMA
+
 namespace cpufree {
 namespace cutlass_tile {
 
@@ -23,7 +25,7 @@ template <int InstK> struct Sm80Arch {
     using Tag = cutlass::arch::Sm80;
     using Instruction = cutlass::gemm::GemmShape<8, 8, 4>;
 };
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
+#if defined(CPUFREE_SM90_DMMA)
 template <int InstK> struct Arch {
     static_assert(InstK == 4, "CUTLASS's 64-bit shared-memory iterators feed the 16x8x4 instruction only");
     using Tag = cutlass::arch::Sm90;

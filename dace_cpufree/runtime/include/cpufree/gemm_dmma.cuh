@@ -22,6 +22,12 @@
 
 #include "host_device.h"
 
+// A device pass for sm_90's family, whose DMMA instructions are 16 x 8 x K (4, 8, 16): this tile's 16x8x8 and the
+// 16x8x4 of CUTLASS's tile (gemm_cutlass.cuh). sm_80 and the architectures after sm_90 have 8x8x4.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
+#define CPUFREE_SM90_DMMA 1
+#endif
+
 namespace cpufree {
 namespace dmma {
 

@@ -30,7 +30,7 @@ from .loop_reductions import LoopAccumulationToMap, inside
 from .map_names import rename_map_parameters_named_like_data
 from .matvec_pairs import PairMatVecProducts
 from .program_order import accesses, conflict
-from .scaled_products import ScaleAfterProduct
+from .scaled_products import FoldScalingIntoProduct, ScaleAfterProduct
 from .schedule import PERSISTENT_SCHEDULE
 
 
@@ -111,6 +111,8 @@ class FusePersistentKernel(ppl.Pass):
             if sdfg.apply_transformations_repeated(FuseParallelMaps):
                 FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
             simplify(sdfg)
+            if FoldScalingIntoProduct().apply_pass(sdfg, {}):  # the fused map after a product, into its call
+                simplify(sdfg)
         sdfg.apply_transformations_repeated([InlineSDFG, InlineMultistateSDFG])
         # A nested SDFG fed by views (a matrix product on a slice inside a loop) is not inlined by
         # InlineMultistateSDFG; as one state, InlineSDFG takes it. Merge its state chain and retry.

@@ -12,6 +12,9 @@ read as such). Any other product is expanded with DaCe's ``pure`` implementation
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import dace
 from dace.codegen.common import sym2cpp
 from dace.libraries.blas.nodes.batched_matmul import BatchedMatMul, ExpandBatchedMatMulPure
@@ -72,21 +75,66 @@ def applies(node: Gemm, state: dace.SDFGState, sdfg: dace.SDFG) -> dict | None:
     return ops if len(types) == 1 else None
 
 
-def _product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, trans_b, ldc, inputs) -> nodes.Tasklet:
+@dataclasses.dataclass
+class ProductCall:
+    """The arguments of one ``cpufree::gemm`` call: sizes and leading dimensions as C++ text, ``alpha`` and ``beta``
+    as numbers or the names of the tasklet's scalar connectors that carry them. ``numpy_beta``: the call computes
+    NumPy's ``alpha * (A @ B) + beta * C``, which reads C even where ``beta`` is 0 (``cpufree::gemm_numpy``), not
+    BLAS's (C not read then). The product tasklet keeps it (``location["cpufree_product"]``, JSON) for passes that
+    change the call (:mod:`.scaled_products`)."""
+
+    ctype: str
+    m: str
+    n: str
+    k: str
+    alpha: str
+    beta: str
+    lda: str
+    trans_a: bool
+    ldb: str
+    trans_b: bool
+    ldc: str
+    numpy_beta: bool = False
+
+    def code(self) -> str:
+        # numpy_beta: the tasklet reads C through an input connector ``_cin`` too (the dataflow's read of C), the
+        # same memory as ``_c``
+        function, read_c = ("gemm_numpy", "(void)_cin; ") if self.numpy_beta else ("gemm", "")
+        return (
+            f"{read_c}cpufree::{function}<{self.ctype}, cpufree_build>((long long)({self.m}), (long long)({self.n}), "
+            f"(long long)({self.k}), ({self.ctype})({self.alpha}), _a, (long long)({self.lda}), "
+            f"{str(self.trans_a).lower()}, _b, (long long)({self.ldb}), {str(self.trans_b).lower()}, "
+            f"({self.ctype})({self.beta}), _c, (long long)({self.ldc}));"
+        )
+
+
+PRODUCT_FACT = "cpufree_product"
+
+
+def product_call(node: nodes.Tasklet) -> ProductCall | None:
+    """The call a product tasklet of :func:`product_tasklet` makes, else ``None``."""
+    fact = (node.location or {}).get(PRODUCT_FACT)
+    return ProductCall(**json.loads(fact)) if fact else None
+
+
+def set_product_call(node: nodes.Tasklet, call: ProductCall) -> None:
+    """Makes ``node`` (a product tasklet) make ``call``."""
+    node.code = dace.properties.CodeBlock(call.code(), dace.Language.CPP)
+    node.location = {**node.location, PRODUCT_FACT: json.dumps(dataclasses.asdict(call))}
+
+
+def product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, trans_b, ldc, inputs) -> nodes.Tasklet:
     """The tasklet of one grid-wide ``cpufree::gemm`` call, with what it needs of the launch as its facts."""
     ctype = dtype.ctype
-    code = (
-        f"cpufree::gemm<{ctype}, cpufree_build>((long long)({cxx(m)}), (long long)({cxx(n)}), "
-        f"(long long)({cxx(k)}), "
-        f"({ctype})({alpha}), _a, (long long)({cxx(lda)}), {str(trans_a).lower()}, _b, "
-        f"(long long)({cxx(ldb)}), {str(trans_b).lower()}, ({ctype})({beta}), _c, (long long)({cxx(ldc)}));"
+    call = ProductCall(
+        ctype, cxx(m), cxx(n), cxx(k), str(alpha), str(beta), cxx(lda), bool(trans_a), cxx(ldb), bool(trans_b), cxx(ldc)
     )
     pointer = dace.pointer(dtype)
-    return nodes.Tasklet(
+    node = nodes.Tasklet(
         label,
         inputs={c: pointer for c in inputs},
         outputs={"_c": pointer},
-        code=code,
+        code=call.code(),
         language=dace.Language.CPP,
         location={
             "cpufree_executor": "grid",
@@ -100,6 +148,8 @@ def _product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, tran
             "cpufree_tile_symbols": ",".join(sorted(str(x) for x in dace.symbolic.symlist(m * n))),
         },
     )  # DaCe records the environment (CPUFreeMathDx) in the tasklet
+    set_product_call(node, call)
+    return node
 
 
 @dace.library.expansion
@@ -120,7 +170,7 @@ class ExpandGemmCpufree(ExpandTransformation):
             kb, n = n, kb
         dtype = sdfg.arrays[next(iter(state.out_edges(node))).data.data].dtype
         beta = 0 if "_c" not in node.in_connectors else node.beta
-        return _product_tasklet(
+        return product_tasklet(
             node.label, dtype, m, n, ka, node.alpha, beta, lda, node.transA, ldb, node.transB, ldc, node.in_connectors
         )
 
@@ -179,7 +229,7 @@ class ExpandBatchedMatMulCpufree(ExpandTransformation):
             return ExpandBatchedMatMulPure.expansion(node, state, sdfg)
         (m, k, lda), (_, n, ldb), (_, _, ldc) = ops["_a"], ops["_b"], ops["_c"]
         dtype = sdfg.arrays[next(iter(state.out_edges(node))).data.data].dtype
-        return _product_tasklet(node.label, dtype, m, n, k, 1, 0, lda, False, ldb, False, ldc, ("_a", "_b"))
+        return product_tasklet(node.label, dtype, m, n, k, 1, 0, lda, False, ldb, False, ldc, ("_a", "_b"))
 
 
 BatchedMatMul.register_implementation("cpufree", ExpandBatchedMatMulCpufree)

@@ -186,7 +186,8 @@ def test_kernels_with_products_are_built_twice_and_the_launcher_counts_their_til
     # both kernels run the one body, each its own build of it, whose products name the build (each its tile)
     assert source.code.count(f"{kernel}_body(") == 1
     assert f"{kernel}_body<0>(" in source.code and f"{kernel}_body<1>(" in source.code
-    assert "cpufree::gemm<double, cpufree_build>(" in source.code
+    # (C = 1.5 * C + A @ B: the sum runs in the product's call, NumPy's meaning of beta)
+    assert "cpufree::gemm_numpy<double, cpufree_build>(" in source.code
     assert "CPUFREE_BLOCKS_PER_SM" not in source.code
     (call,) = _products(source)
     assert call.tiles == "cpufree::gemm_tiles<double>((long long)(M), (long long)(N))"

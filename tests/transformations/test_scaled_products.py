@@ -83,3 +83,132 @@ def test_results_match_numpy_on_gpu(program):
     want = CASES[program.f.__name__](*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
     got = dace_cpufree.compile(program)(*args)
     np.testing.assert_allclose(args[-1] if got is None else got, want, rtol=1e-11, atol=1e-11)
+
+
+# ---- the scaling and sum after a product, folded into its call (FoldScalingIntoProduct) ----------------------------
+
+M, K = dace.symbol("M"), dace.symbol("K")
+
+
+@dace.program
+def gemm_form(
+    alpha: dace.float64, beta: dace.float64, A: dace.float64[M, K], B: dace.float64[K, N], C: dace.float64[M, N]
+):
+    C[:] = alpha * A @ B + beta * C
+
+
+@dace.program
+def two_products(
+    alpha: dace.float64,
+    beta: dace.float64,
+    A: dace.float64[M, K],
+    B: dace.float64[K, N],
+    C: dace.float64[N, K],
+    D: dace.float64[M, K],
+):
+    D[:] = alpha * A @ B @ C + beta * D
+
+
+@dace.program
+def sum_first(beta: dace.float64, A: dace.float64[M, K], B: dace.float64[K, N], C: dace.float64[M, N]):
+    C[:] = beta * C + A @ B
+
+
+@dace.program
+def output_is_an_operand(alpha: dace.float64, beta: dace.float64, A: dace.float64[N, N], C: dace.float64[N, N]):
+    C[:] = alpha * A @ C + beta * C
+
+
+@dace.program
+def another_summand(
+    alpha: dace.float64, beta: dace.float64, A: dace.float64[M, K], B: dace.float64[K, N], C: dace.float64[M, N]
+):
+    return alpha * A @ B + beta * C
+
+
+FOLD_CASES = {
+    "gemm_form": (lambda a, b, A, B, C: a * A @ B + b * C),
+    "two_products": (lambda a, b, A, B, C, D: a * A @ B @ C + b * D),
+    "sum_first": (lambda b, A, B, C: b * C + A @ B),
+    "output_is_an_operand": (lambda a, b, A, C: a * A @ C + b * C),
+    "another_summand": (lambda a, b, A, B, C: a * A @ B + b * C),
+}
+FOLDED = [gemm_form, two_products, sum_first]
+NOT_FOLDED = [output_is_an_operand, another_summand]
+
+
+def _fold_arguments(program, m: int, n: int, k: int, seed: int, beta: float = -0.5) -> list:
+    rng = np.random.default_rng(seed)
+
+    def mat(r, c):
+        return rng.standard_normal((r, c))
+
+    return {
+        "gemm_form": lambda: [1.5, beta, mat(m, k), mat(k, n), mat(m, n)],
+        "two_products": lambda: [1.5, beta, mat(m, k), mat(k, n), mat(n, k), mat(m, k)],
+        "sum_first": lambda: [beta, mat(m, k), mat(k, n), mat(m, n)],
+        "output_is_an_operand": lambda: [1.5, beta, mat(n, n), mat(n, n)],
+        "another_summand": lambda: [1.5, beta, mat(m, k), mat(k, n), mat(m, n)],
+    }[program.f.__name__]()
+
+
+def _product_calls(program) -> list:
+    from dace_cpufree.transformations.gemm import product_call
+
+    sdfg = dace_cpufree.persistent_sdfg(program)
+    calls = [product_call(n) for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet)]
+    maps = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.MapEntry)]
+    return [c for c in calls if c is not None], maps
+
+
+def test_the_scaling_and_sum_run_in_the_products_call():
+    """NumPy's gemm: one call with alpha, beta and C read (NumPy's meaning of beta 0), no map and no transient left;
+    2mm: the first product takes alpha, the second beta and D; a sum written first folds too."""
+    (call,), maps = _product_calls(gemm_form)
+    assert (call.alpha, call.beta, call.numpy_beta, maps) == ("_alpha", "_beta", True, [])
+    first, second = _product_calls(two_products)[0]
+    assert (first.alpha, first.beta, first.numpy_beta) == ("_alpha", "0", False)
+    assert (second.alpha, second.beta, second.numpy_beta) == ("1", "_beta", True)
+    assert _product_calls(two_products)[1] == []
+    (call,), maps = _product_calls(sum_first)
+    assert (call.alpha, call.beta, call.numpy_beta, maps) == ("1", "_beta", True, [])
+
+
+def test_a_product_reading_its_output_or_another_summand_keeps_its_map():
+    for program in NOT_FOLDED:
+        (call,), maps = _product_calls(program)
+        assert (call.alpha, call.beta, call.numpy_beta) == ("1", "0", False) and maps, program.name
+
+
+@pytest.mark.parametrize("program", FOLDED + NOT_FOLDED, ids=lambda p: p.name)
+def test_folded_products_match_numpy_under_the_race_checker(program):
+    args = _fold_arguments(program, 13, 11, 9, 5)
+    want = FOLD_CASES[program.f.__name__](*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    got = dace_cpufree.compile(program, backend="emulate", race_check="shuffle")(*args)
+    np.testing.assert_allclose(args[-1] if got is None else got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("program", FOLDED, ids=lambda p: p.name)
+def test_a_zero_beta_keeps_numpys_nan(program):
+    """beta = 0 still reads C as NumPy does: 0 * NaN is NaN, 0 * inf too (BLAS's convention would drop them)."""
+    args = _fold_arguments(program, 13, 11, 9, 6, beta=0.0)
+    out = args[-1]
+    out[1, 2], out[3, 4], out[5, 0] = np.nan, np.inf, -np.inf
+    with np.errstate(invalid="ignore"):  # 0 * inf
+        want = FOLD_CASES[program.f.__name__](*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    assert np.isnan(want).sum() == 3
+    dace_cpufree.compile(program, backend="emulate", race_check="shuffle")(*args)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("beta", [-0.5, 0.0])
+@pytest.mark.parametrize("program", FOLDED + NOT_FOLDED, ids=lambda p: p.name)
+def test_folded_products_match_numpy_on_gpu(program, beta):
+    """Sizes over several tiles with partial edge tiles, and a K long enough to split; NaN in C with beta 0."""
+    args = _fold_arguments(program, 517, 389, 1201, 7, beta=beta)
+    args[-1][1, 2] = np.nan
+    want = FOLD_CASES[program.f.__name__](*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    got = dace_cpufree.compile(program)(*args)
+    np.testing.assert_allclose(args[-1] if got is None else got, want, rtol=1e-11, atol=1e-11)

@@ -941,4 +941,30 @@ __device__ void gemm(long long M, long long N, long long K, T alpha, const T *A,
 
 #endif  // CPUFREE_EMULATE
 
+#if defined(CPUFREE_EMULATE)
+#define CPUFREE_GEMM_ENTRY inline
+#else
+#define CPUFREE_GEMM_ENTRY __device__
+#endif
+
+// NumPy's C = alpha * (op(A) @ op(B)) + beta * C, for a scaling and sum that a program wrote around a product and that
+// transformations/scaled_products.py folded into the call: as gemm, except that C is read where beta is 0 too (NumPy's
+// 0 * NaN is NaN, 0 * -1 is -0; BLAS's convention leaves C unread). Then C = 0 * C first, one grid sync, and beta = 1.
+template <typename T, int Build = 0, typename PA, typename PB, typename PC>
+CPUFREE_GEMM_ENTRY void gemm_numpy(long long M, long long N, long long K, T alpha, PA A, long long lda, bool transA,
+                                   PB B, long long ldb, bool transB, T beta, PC C, long long ldc) {
+    if (beta == T(0)) {
+        const long long stride = (long long)gridDim.x * blockDim.x;
+        for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < M * N; e += stride) {
+            const long long at = (e / N) * ldc + e % N;
+            C[at] = T(0) * T(C[at]);
+        }
+        cooperative_groups::this_grid().sync();
+        beta = T(1);
+    }
+    gemm<T, Build>(M, N, K, alpha, A, lda, transA, B, ldb, transB, beta, C, ldc);
+}
+
+#undef CPUFREE_GEMM_ENTRY
+
 }  // namespace cpufree

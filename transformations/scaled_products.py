@@ -282,7 +282,7 @@ def _fold_one(state: dace.SDFGState, sdfg: dace.SDFG, product: nodes.Tasklet) ->
     outs = state.out_edges(product)
     if call is None or call.alpha != "1" or call.beta != "0" or call.numpy_beta or "_c" in product.in_connectors:
         return False
-    if len(outs) != 1 or not isinstance(outs[0].dst, nodes.AccessNode):
+    if len(outs) != 1 or not isinstance(outs[0].dst, nodes.AccessNode) or outs[0].data.wcr is not None:
         return False
     p_node = outs[0].dst
     p_name, p_desc = p_node.data, sdfg.arrays[p_node.data]
@@ -315,7 +315,7 @@ def _fold_one(state: dace.SDFGState, sdfg: dace.SDFG, product: nodes.Tasklet) ->
         or any(b != 0 for b in entry.map.range.min_element())
     ):
         return False
-    if state.in_degree(c_node) != 1:
+    if state.in_degree(c_node) != 1 or any(e.data.wcr is not None or e.data.dynamic for e in (inner, outer)):
         return False
     value = _tasklet_value(state, sdfg, entry, inner.src, params)
     terms = None if value is None else _terms(value)

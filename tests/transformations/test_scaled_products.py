@@ -126,15 +126,30 @@ def another_summand(
     return alpha * A @ B + beta * C
 
 
+@dace.program
+def result_read_by_a_condition(
+    alpha: dace.float64, beta: dace.float64, A: dace.float64[M, K], B: dace.float64[K, N], C: dace.float64[M, N]
+):
+    P = A @ B
+    C[:] = alpha * P + beta * C
+    if P[0, 0] > 0.0:
+        C[0, 0] = 7.0
+
+
 FOLD_CASES = {
     "gemm_form": (lambda a, b, A, B, C: a * A @ B + b * C),
     "two_products": (lambda a, b, A, B, C, D: a * A @ B @ C + b * D),
     "sum_first": (lambda b, A, B, C: b * C + A @ B),
     "output_is_an_operand": (lambda a, b, A, C: a * A @ C + b * C),
     "another_summand": (lambda a, b, A, B, C: a * A @ B + b * C),
+    "result_read_by_a_condition": (
+        lambda a, b, A, B, C: np.where(
+            (np.arange(C.size).reshape(C.shape) == 0) & ((A @ B)[0, 0] > 0), 7.0, a * A @ B + b * C
+        )
+    ),
 }
 FOLDED = [gemm_form, two_products, sum_first]
-NOT_FOLDED = [output_is_an_operand, another_summand]
+NOT_FOLDED = [output_is_an_operand, another_summand, result_read_by_a_condition]
 
 
 def _fold_arguments(program, m: int, n: int, k: int, seed: int, beta: float = -0.5) -> list:
@@ -149,6 +164,7 @@ def _fold_arguments(program, m: int, n: int, k: int, seed: int, beta: float = -0
         "sum_first": lambda: [beta, mat(m, k), mat(k, n), mat(m, n)],
         "output_is_an_operand": lambda: [1.5, beta, mat(n, n), mat(n, n)],
         "another_summand": lambda: [1.5, beta, mat(m, k), mat(k, n), mat(m, n)],
+        "result_read_by_a_condition": lambda: [1.5, beta, mat(m, k), mat(k, n), mat(m, n)],
     }[program.f.__name__]()
 
 

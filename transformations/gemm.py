@@ -134,8 +134,6 @@ def product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, trans
         label,
         inputs={c: pointer for c in inputs},
         outputs={"_c": pointer},
-        code=call.code(),
-        language=dace.Language.CPP,
         location={
             "cpufree_executor": "grid",
             "cpufree_block_threads": f"cpufree::gemm_threads<{ctype}>()",
@@ -148,7 +146,7 @@ def product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, trans
             "cpufree_tile_symbols": ",".join(sorted(str(x) for x in dace.symbolic.symlist(m * n))),
         },
     )  # DaCe records the environment (CPUFreeMathDx) in the tasklet
-    set_product_call(node, call)
+    set_product_call(node, call)  # its code and its fact, from the call
     return node
 
 

@@ -36,6 +36,7 @@ import dace
 from dace import data as dt
 from dace import nodes
 from dace.libraries.blas.nodes.matmul import MatMul
+from dace.sdfg.state import ConditionalBlock, LoopRegion
 from dace.transformation import pass_pipeline as ppl
 
 from dace_cpufree.vocabulary import assigned_value, scalar_like
@@ -279,8 +280,6 @@ def _terms(e: ast.expr) -> list | None:
 
 def _read_by_control_flow(sdfg: dace.SDFG, name: str) -> bool:
     """Whether a condition, loop statement or interstate assignment of ``sdfg`` reads container ``name``."""
-    from dace.sdfg.state import ConditionalBlock, LoopRegion
-
     for edge in sdfg.all_interstate_edges():
         if name in {str(x) for x in edge.data.free_symbols}:
             return True

@@ -127,6 +127,41 @@ def _host_pointer(value) -> int:
     return value.ctypes.data
 
 
+def _span(value, device: bool) -> tuple[int, int] | None:
+    """The bytes an array argument passed by pointer covers, ``[first, end)``; ``None`` for one the launch copies
+    (a NumPy array for a GPU backend) or that holds nothing."""
+    if device:
+        ptr = device_pointer(value)
+    else:
+        iface = getattr(value, "__array_interface__", None)
+        ptr = None if iface is None else int(iface["data"][0])
+    nbytes = int(getattr(value, "nbytes", 0))
+    return None if ptr is None or nbytes == 0 else (ptr, ptr + nbytes)
+
+
+def shared_written_memory(spans: list) -> tuple[str, str] | None:
+    """Two parameters whose arrays share memory where the program writes at least one of them: ``spans`` holds
+    ``(name, (first, end) or None, written)``. The kernel reads and writes its arrays as distinct (DaCe's code and
+    ours order steps by the containers they name), so an output that is also an input of another name would give
+    an answer NumPy does not."""
+    for i, (name, span, written) in enumerate(spans):
+        if span is None:
+            continue
+        for other, other_span, other_written in spans[i + 1 :]:
+            if (written or other_written) and other_span is not None:
+                if span[0] < other_span[1] and other_span[0] < span[1]:
+                    return (name, other) if written else (other, name)
+    return None
+
+
+def overlap_error(program: str, names: tuple[str, str]) -> ArgumentError:
+    written, other = names
+    return ArgumentError(
+        f"{program}: '{written}' and '{other}' share memory, and the program writes '{written}'. The kernel takes "
+        f"its arrays as distinct, so the result would differ from NumPy's. Fix: pass a copy ({other}.copy())."
+    )
+
+
 class Signature:
     """A program's parameters as its launch takes them, read off the SDFG once (DaCe's property access and sympy
     are slow per call).
@@ -249,6 +284,12 @@ class Signature:
         for i in self._written:
             if type(arrays[i]) is np.ndarray and not arrays[i].flags.writeable:
                 return None
+        if self._written and len(arrays) > 1:  # arrays sharing memory with a written one: the general path refuses
+            written = set(self._written)
+            pointers = [call[slot] for slot in self._array_slots]
+            spans = [(i, (p, p + a.nbytes), i in written) for i, (a, p) in enumerate(zip(arrays, pointers))]
+            if shared_written_memory(spans) is not None:
+                return None
         for slot, name, takes in self._scalars:
             value = values[name]
             item = takes.get(type(value))
@@ -340,6 +381,14 @@ class Signature:
                 values[name] = array_value(self.program, arg, value, rank, declared, self.dtypes[name])
             else:
                 values[name] = scalar_value(self.program, arg, value)
+        spans = [
+            (name, _span(value, self.device), self.kinds[name].written)
+            for name, value in values.items()
+            if name in self.kinds and self.kinds[name].kind == "array"
+        ]
+        shared = shared_written_memory(spans)
+        if shared is not None:
+            raise overlap_error(self.program, shared)
         return values
 
     def infer_symbols(self, values: dict, fixed: dict | None = None) -> dict:

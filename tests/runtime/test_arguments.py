@@ -92,3 +92,24 @@ def test_an_n_by_1_array_for_a_vector_is_accepted_and_written_through(run):
     x, y = np.arange(4.0).reshape(4, 1), np.ones((4, 1))
     run(x, y, 1.0, 2)
     np.testing.assert_allclose(y[:, 0], 1 + 2 * np.arange(4.0))
+
+
+def test_an_input_sharing_memory_with_a_written_array_is_refused(run):
+    """The kernel takes its arrays as distinct: ``y`` written while ``x`` (the same memory) is read would not give
+    NumPy's answer in general, so the call is refused before the launch, by both the common and the general path."""
+    y = np.ones(4)
+    with pytest.raises(ArgumentError, match=r"'y' and 'x' share memory.*writes 'y'.*Fix: pass a copy \(x\.copy\(\)\)"):
+        run(y, y, 1.0, 1)
+    with pytest.raises(ArgumentError, match=r"'y' and 'x' share memory"):
+        run(x=y, y=y, alpha=1.0, reps=1, N=4)
+    np.testing.assert_array_equal(y, 1.0)  # not run
+    buf = np.zeros(7)
+    with pytest.raises(ArgumentError, match=r"'y' and 'x' share memory"):
+        run(buf[:4], buf[3:], 1.0, 1)  # overlapping views (one element)
+
+
+def test_arrays_that_only_border_or_are_both_read_are_accepted(run):
+    buf = np.zeros(8)
+    buf[:4] = 1.0
+    run(buf[:4], buf[4:], 2.0, 1)  # adjacent halves of one buffer
+    np.testing.assert_allclose(buf, [1, 1, 1, 1, 2, 2, 2, 2])

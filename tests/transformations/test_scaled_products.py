@@ -218,6 +218,14 @@ def test_a_zero_beta_keeps_numpys_nan(program):
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
 
 
+def test_the_output_passed_as_an_operand_too_is_refused():
+    """The call writes C while it reads A: where the caller passes one array for both, NumPy's answer (the product
+    first, then C) would be lost, so the call is refused before the launch."""
+    alpha, beta, A, B, _ = _fold_arguments(gemm_form, 9, 9, 9, 9)
+    with pytest.raises(dace_cpufree.ArgumentError, match=r"'C' and 'A' share memory.*Fix: pass a copy \(A\.copy"):
+        dace_cpufree.compile(gemm_form, backend="emulate")(alpha, beta, A, B, A)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("beta", [-0.5, 0.0])
 @pytest.mark.parametrize("program", FOLDED + NOT_FOLDED, ids=lambda p: p.name)

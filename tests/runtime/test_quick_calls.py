@@ -152,12 +152,13 @@ class _Pointer:
 
 
 class _DeviceArray:
-    """What the common path reads of a CuPy array: shape, dtype, strides and ``data.ptr``."""
+    """What the common path reads of a CuPy array: shape, dtype, strides, ``nbytes`` and ``data.ptr``."""
 
     def __init__(self, shape, dtype=np.float64, strides=None, ptr=0x7000):
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         self.strides = strides or tuple(int(s) for s in np.empty(shape, dtype).strides)
         self.data = _Pointer(ptr)
+        self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
 
     @property
     def __cuda_array_interface__(self):
@@ -184,6 +185,9 @@ def test_device_arrays_bind_by_their_pointers(device_signature):
     call, _ = sig.quick((1.5, x2, _DeviceArray((6, 2), ptr=0x4000), 1), {})
     launch = dict(zip([a.name for a in sig.host_args], call))
     assert launch["X"] == 0x3000 and launch["Y"] == 0x4000
+    # Y (written) overlapping X by one element: the general path, which refuses it
+    overlapping = _DeviceArray((4, 5), ptr=0x1000 + 19 * 8)
+    assert sig.quick((), dict(alpha=1.5, X=_DeviceArray((4, 5), ptr=0x1000), Y=overlapping, reps=1)) is None
 
 
 @pytest.mark.parametrize(
@@ -197,7 +201,7 @@ def test_device_arrays_bind_by_their_pointers(device_signature):
     ],
 )
 def test_device_arguments_off_the_common_path_go_to_the_general_path(device_signature, x):
-    assert device_signature.quick((), dict(alpha=1.5, X=x, Y=_DeviceArray((4, 5)), reps=1)) is None
+    assert device_signature.quick((), dict(alpha=1.5, X=x, Y=_DeviceArray((4, 5), ptr=0x8000), reps=1)) is None
 
 
 def test_device_returns_are_new_device_arrays(ret, monkeypatch):

@@ -383,6 +383,28 @@ def test_untransposed_even_products_match_numpy_in_the_unbounded_build_on_gpu(pr
     np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "program, size",
+    [(product, (634, 1342, 1602)), (transposed, (635, 1341, 1601))],
+    ids=lambda v: getattr(v, "name", None) or "x".join(map(str, v)),
+)
+def test_the_last_waves_tiles_split_match_numpy_on_gpu(program, size):
+    """210 output tiles on a grid of 100 blocks: two whole waves, then the last ten tiles each split ten ways over K
+    (cpufree/gemm_schedule.cuh; test_gemm_schedule.py checks the choice), C scaled by beta (1.5) there first. The DMMA
+    tile (even sizes) and CUTLASS's (transposed, odd)."""
+    args = _inputs(program, np.float64, *size)
+    want = _expected(program, args)
+    run = dace_cpufree.compile(program)
+    try:
+        run.configure(max_blocks=100)
+        run(*args)
+        assert run.launch_config[0] == 100
+    finally:
+        run.configure(max_blocks=0)
+    np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))
+
+
 def _run_in_blocks(program, args, block_size: int, warns: bool) -> None:
     """Runs a product program on the GPU with a configured block size: configure() warns that the products need
     blocks of 128 threads exactly when `warns`; the launch uses the size rounded to whole warps (NVIDIA's 32 threads),

@@ -11,9 +11,10 @@
 // the include path, and cuBLASDx needs nvcc's --expt-relaxed-constexpr). Each block computes output tiles
 // (grid-stride over tiles), staging A and B tiles through a multi-stage cp.async pipeline in dynamic shared
 // memory (the launcher sizes it from gemm_shared_bytes), and accumulates the tile product in registers.
-// When the output tiles would leave the grid's last wave of blocks mostly idle (or there are fewer tiles than
-// blocks), K is split over blocks: C is first scaled by beta, one grid sync, then the partial products are added
-// atomically (so results may then differ from run to run in the last bits).
+// When the output tiles would leave the grid's last wave of blocks mostly idle, the tiles of that wave have their K
+// split over blocks (all tiles, where there are fewer tiles than blocks; cpufree/gemm_schedule.cuh): those tiles of C
+// are first scaled by beta, one grid sync, then their partial products are added atomically (so results may then
+// differ from run to run in the last bits).
 //
 // FP64 runs each output tile on the DMMA tensor cores. A kernel's unbounded build on sm_90 (GemmTileDmma) takes the
 // 16x8x8 tile with 16-byte copies (cpufree/gemm_dmma.cuh, gemm_tensor_dmma below) for untransposed operands whose rows
@@ -33,6 +34,7 @@
 #pragma once
 
 #include "gemm_dmma.cuh"
+#include "gemm_schedule.cuh"
 
 #if defined(CPUFREE_EMULATE)
 #include "emulate.h"
@@ -42,6 +44,7 @@
 #endif
 #else
 #include <cooperative_groups.h>
+#include <type_traits>
 #ifndef CPUFREE_GEMM_PLAIN
 // -I <nvidia-mathdx wheel>/nvidia/mathdx/include -I <nvidia-mathdx wheel>/nvidia/mathdx/external/cutlass/include
 #include <cublasdx.hpp>
@@ -249,88 +252,18 @@ using BlockGemm = decltype(cublasdx::Size<Tile::kTileM, Tile::kTileN, Tile::kTil
                            cublasdx::MaxAlignment() + cublasdx::SM<cublasdx_sm()>() + cublasdx::Block() +
                            cublasdx::BlockDim<Tile::kThreads>());
 
-// How the grid's blocks share the work: output tiles, each optionally split into `splits` K ranges.
-struct Schedule {
-    long long tiles_m, tiles_n, tiles;
-    long long k_tiles;           // TileK steps in all of K
-    long long splits;            // K ranges per output tile (1: no split-K)
-    long long k_tiles_per_split;
-};
-
-// Fewest TileK steps a K range keeps when split: below this, the atomics cost more than the extra blocks win.
-constexpr long long kMinKTilesPerSplit = 8;
-// Output tiles are visited in bands of this many tile rows, column by column inside a band, so the
-// blocks running at once share A rows and B columns in L2.
-constexpr long long kBandTileRows = 8;
-
-// How many K ranges per tile: the fewest whose work units fill the grid's waves to at least 7/8 (a last wave
-// that leaves most blocks idle costs a whole tile time; splitting K evens the waves out, and an output of
-// fewer tiles than blocks gets blocks to spare), else the best fill within the depth limit. `forced` > 0
-// overrides (the tile benchmark measures the policy against fixed splits).
+// How the grid's blocks share the work (cpufree/gemm_schedule.cuh), on this launch's blocks.
 template <typename Tile>
 __device__ inline Schedule make_schedule(long long M, long long N, long long K, long long forced = 0) {
-    Schedule s;
-    s.tiles_m = (M + Tile::kTileM - 1) / Tile::kTileM;
-    s.tiles_n = (N + Tile::kTileN - 1) / Tile::kTileN;
-    s.tiles = s.tiles_m * s.tiles_n;
-    s.k_tiles = (K + Tile::kTileK - 1) / Tile::kTileK;
-    s.splits = 1;
-    const long long blocks = gridDim.x;
-    long long most = s.k_tiles / kMinKTilesPerSplit;
-    if (most > blocks) most = blocks;
-    if (forced > 0) {
-        s.splits = forced;
-    } else if (s.tiles > 0) {
-        double best = 0.0;
-        for (long long k = 1; k <= most; ++k) {
-            const long long units = s.tiles * k, waves = (units + blocks - 1) / blocks;
-            const double fill = double(units) / double(waves * blocks);
-            if (fill > best + 1e-9) best = fill, s.splits = k;
-            if (8 * units >= 7 * waves * blocks) break;
-        }
-    }
-    s.k_tiles_per_split = (s.k_tiles + s.splits - 1) / s.splits;
-    return s;
+    return make_schedule<Tile::kTileM, Tile::kTileN, Tile::kTileK>(M, N, K, gridDim.x, forced);
 }
-
-// Tile index -> (tile row, tile column), banded for L2 reuse (see kBandTileRows).
-__device__ inline void tile_coords(const Schedule &s, long long tile, long long &tm, long long &tn) {
-    const long long band_size = kBandTileRows * s.tiles_n;
-    const long long band = tile / band_size;
-    const long long first_row = band * kBandTileRows;
-    const long long rows = (s.tiles_m - first_row) < kBandTileRows ? (s.tiles_m - first_row) : kBandTileRows;
-    const long long in_band = tile - band * band_size;
-    tm = first_row + in_band % rows;
-    tn = in_band / rows;
-}
-
-// Work unit `w` of a schedule: its output tile's first row and column, and its range of TileK steps (the split of K
-// it takes): `count` steps from step `first`.
-struct WorkUnit {
-    long long m0, n0, first, count;
-};
 template <typename Tile>
 __device__ inline WorkUnit work_unit(const Schedule &s, long long w) {
-    long long tm, tn;
-    tile_coords(s, w / s.splits, tm, tn);
-    WorkUnit u;
-    u.m0 = tm * Tile::kTileM;
-    u.n0 = tn * Tile::kTileN;
-    u.first = (w % s.splits) * s.k_tiles_per_split;
-    long long end = u.first + s.k_tiles_per_split;
-    if (end > s.k_tiles) end = s.k_tiles;
-    u.count = end > u.first ? end - u.first : 0;
-    return u;
+    return work_unit<Tile::kTileM, Tile::kTileN>(s, w);
 }
-
-// A work unit's elements of K: [begin, end), end clipped to K.
-struct KRange {
-    long long begin, end;
-};
 template <typename Tile>
 __device__ inline KRange k_range(const WorkUnit &u, long long K) {
-    const long long end = (u.first + u.count) * Tile::kTileK;
-    return {u.first * Tile::kTileK, end < K ? end : K};
+    return k_range<Tile::kTileK>(u, K);
 }
 
 // The block's dynamic shared memory (the launcher sizes it from gemm_shared_bytes).
@@ -414,7 +347,7 @@ __device__ inline bool vector_copies_ok(const T *X, long long ld, long long cols
     return (reinterpret_cast<unsigned long long>(X) % 16 == 0) && ld % kVec == 0 && cols % kVec == 0;
 }
 
-// C = beta * C over the whole matrix (all threads of the grid): the first half of split-K.
+// C = beta * C over the whole matrix (all threads of the grid): the first half of the skinny path's split-K.
 template <typename T>
 __device__ inline void scale_output(long long M, long long N, T beta, T *C, long long ldc) {
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -424,14 +357,28 @@ __device__ inline void scale_output(long long M, long long N, T beta, T *C, long
     }
 }
 
-// The schedule of a product, every thread of the grid: with split-K, C = beta * C first and a grid sync, so that every
-// K range only adds its part.
+// C = beta * C over the split tiles (all threads of the grid): the first half of split-K.
+template <typename Tile, typename T>
+__device__ inline void scale_split_tiles(const Schedule &s, long long M, long long N, T beta, T *C, long long ldc) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long elements = (s.tiles - s.whole) * Tile::kTileM * Tile::kTileN;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < elements; e += stride) {
+        long long row, col;
+        if (split_element<Tile::kTileM, Tile::kTileN>(s, e, M, N, row, col)) {
+            T &c = C[row * ldc + col];
+            c = beta == T(0) ? T(0) : beta * c;
+        }
+    }
+}
+
+// The schedule of a product, every thread of the grid: with split-K, C = beta * C over the split tiles first and a grid
+// sync, so that every K range of them only adds its part.
 template <typename Tile, typename T>
 __device__ inline Schedule start_schedule(long long M, long long N, long long K, T beta, T *C, long long ldc,
                                           long long forced_splits) {
     const Schedule s = make_schedule<Tile>(M, N, K, forced_splits);
-    if (s.splits > 1) {
-        scale_output(M, N, beta, C, ldc);
+    if (s.whole < s.tiles) {
+        scale_split_tiles<Tile>(s, M, N, beta, C, ldc);
         cooperative_groups::this_grid().sync();
     }
     return s;
@@ -475,7 +422,7 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
     const typename Mma::IteratorA::Params params_a{LayoutA(lda)};
     const typename Mma::IteratorB::Params params_b{LayoutB(ldb)};
 
-    const long long work = s.tiles * s.splits;
+    const long long work = s.units();
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {
         const WorkUnit u = work_unit<Tile>(s, w);
         const KRange range = k_range<Tile>(u, K);
@@ -501,7 +448,7 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
             it_c.store(acc);
         }
         __syncthreads();
-        write_staged_tile<TM, TN, kLdc>(staged, u, M, N, alpha, beta, C, ldc, s.splits > 1);
+        write_staged_tile<TM, TN, kLdc>(staged, u, M, N, alpha, beta, C, ldc, u.split);
         __syncthreads();  // the next tile (or the caller's next gemm) refills the shared buffers
     }
 }
@@ -521,7 +468,10 @@ __device__ inline bool dmma_applies(const double *A, long long lda, const double
 // 16-byte cp.async, one block barrier per K tile, the fragments of the next K step loaded while the current one
 // multiplies. The K loop is unrolled by Stages so that every shared-memory address is a per-thread register plus an
 // immediate; output tiles wholly inside the matrix copy without predicates, edge tiles and the last partial K tile
-// zero-fill what lies outside. The accumulators leave through shared memory (write_staged_tile).
+// zero-fill what lies outside. The loop body is compiled twice: without any test for the K tiles whose copies are all
+// plain (the main loop of an inside tile), with them for the rest (in an H100/H200's 0.80x cuBLAS's FP64 speed ->
+// 0.86-0.91x at NPBench's products, docs/linear-algebra.md). The accumulators leave through shared memory
+// (write_staged_tile).
 template <typename Tile>
 __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double alpha, const double *A, long long lda,
                                  const double *B, long long ldb, double beta, double *C, long long ldc,
@@ -552,7 +502,7 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double a
     const double *const b_frag = smem + S::kAElems + dmma::b_frag_offset(wn, lane);
     const long long a_step = dmma::kACopyRows * lda, b_step = dmma::kBCopyRows * ldb;  // between a thread's copies
 
-    const long long work = s.tiles * s.splits;
+    const long long work = s.units();
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {
         const WorkUnit u = work_unit<Tile>(s, w);
         const KRange range = k_range<Tile>(u, K);
@@ -574,9 +524,9 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double a
                         *reinterpret_cast<Chunk *>(b_dst[j % 2] + off + (j / 2) * dmma::kBCopyPairStride), in);
         };
         // K tile kt into stage `stage`; the sources advance by one K tile per call.
-        auto fetch = [&](int kt, int stage) {
+        auto fetch = [&](int kt, int stage, auto plain) {
             const int off = stage * kStage;
-            if (kt < k_plain) {
+            if (decltype(plain)::value || kt < k_plain) {
 #pragma unroll
                 for (int j = 0; j < S::kACopies; ++j) copy_a(off, j, true);
 #pragma unroll
@@ -615,7 +565,7 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double a
 
 #pragma unroll
         for (int st = 0; st < Stages - 1; ++st) {
-            fetch(st, st);
+            fetch(st, st, std::false_type{});
             cute::cp_async_fence();
         }
         cute::cp_async_wait<Stages - 2>();
@@ -624,10 +574,10 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double a
         for (int q = 0; q < S::kGroupsM; ++q) load_a(0, 0, q);
 #pragma unroll
         for (int p = 0; p < S::kGroupsN; ++p) load_b(0, 0, p);
-        for (int k0 = 0; k0 < k_tiles; k0 += Stages) {
+        auto tiles = [&](int k0, auto plain) {
 #pragma unroll
             for (int r = 0; r < Stages; ++r) {  // K tile k0 + r, in stage r
-                if (k0 + r < k_tiles) {
+                if (decltype(plain)::value || k0 + r < k_tiles) {
 #pragma unroll
                     for (int step = 0; step < S::kSteps; ++step) {
                         const bool last = step == S::kSteps - 1;
@@ -636,7 +586,7 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double a
                             __syncthreads();
                         }
                         if (step == 0) {  // every warp is past the barrier that ended its reads of that stage
-                            fetch(k0 + r + Stages - 1, (r + Stages - 1) % Stages);
+                            fetch(k0 + r + Stages - 1, (r + Stages - 1) % Stages, plain);
                             cute::cp_async_fence();
                         }
                         // The next step's fragments replace each operand right after its last use in this one, so
@@ -656,7 +606,10 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double a
                     }
                 }
             }
-        }
+        };
+        int k0 = 0;  // plain: every tile this round multiplies (k0 + r) and fetches (k0 + r + Stages - 1) is plain
+        for (; k0 + 2 * Stages - 2 < k_plain; k0 += Stages) tiles(k0, std::true_type{});
+        for (; k0 < k_tiles; k0 += Stages) tiles(k0, std::false_type{});
         cute::cp_async_wait<0>();
         __syncthreads();  // every warp done with the pipeline's buffers: they take the C tile now
         double *const staged = smem;
@@ -669,7 +622,7 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double a
                     *reinterpret_cast<double2 *>(staged + dmma::acc_row<TM>(wm, lane, q, v) * S::kLdc +
                                                  dmma::acc_col(wn, lane, p, v)) = {acc[p][q][v], acc[p][q][v + 2]};
         __syncthreads();
-        write_staged_tile<TM, TN, S::kLdc>(staged, u, M, N, alpha, beta, C, ldc, s.splits > 1);
+        write_staged_tile<TM, TN, S::kLdc>(staged, u, M, N, alpha, beta, C, ldc, u.split);
         __syncthreads();  // the next tile (or the caller's next gemm) refills the shared buffers
     }
 }
@@ -707,7 +660,7 @@ __device__ void gemm_tensor_cublasdx(long long M, long long N, long long K, T al
     const bool vec_a = !transA && vector_copies_ok(A, lda, K);
     const bool vec_b = !transB && vector_copies_ok(B, ldb, N);
 
-    const long long work = s.tiles * s.splits;
+    const long long work = s.units();
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {
         const WorkUnit u = work_unit<Tile>(s, w);
         const long long m0 = u.m0, n0 = u.n0, kt_begin = u.first, nk = u.count;
@@ -749,7 +702,7 @@ __device__ void gemm_tensor_cublasdx(long long M, long long N, long long K, T al
                 if (gm < M && gn < N) {
                     T *c = C + gm * ldc + gn;
                     const T part = alpha * acc(i);
-                    if (s.splits > 1) atomicAdd(c, part);
+                    if (u.split) atomicAdd(c, part);
                     else *c = beta == T(0) ? part : part + beta * *c;
                 }
             }

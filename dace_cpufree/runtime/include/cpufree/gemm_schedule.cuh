@@ -1,0 +1,142 @@
+// How the grid's blocks share a product's output tiles (gemm.cuh's tile paths): plain C++ that kernels and host
+// programs share (tests/transformations/test_gemm_schedule.py runs it on the host: every K step of every output tile
+// taken once, split tiles last, the choice at NPBench's sizes).
+//
+// Blocks take work units w = blockIdx.x, blockIdx.x + gridDim.x, ... A unit is an output tile with all of K (a whole
+// tile) or one of `splits` K ranges of it (a split tile, added atomically into C, which is scaled by beta first). Where
+// the tiles leave the last wave of blocks mostly idle, the tiles of that wave alone are split (the others stay whole:
+// no atomics for them); where there are fewer tiles than blocks, every tile is.
+#pragma once
+
+#include "host_device.h"
+
+namespace cpufree {
+namespace gemm_detail {
+
+struct Schedule {
+    long long tiles_m, tiles_n, tiles;
+    long long k_tiles;            // TileK steps in all of K
+    long long splits;             // K ranges per split tile (1: no split-K)
+    long long k_tiles_per_split;  // TileK steps per K range of a split tile
+    long long whole;              // tiles run with all of K: the first `whole` in visiting order; the rest are split
+    CPUFREE_HD long long units() const { return whole + (tiles - whole) * splits; }
+};
+
+// Fewest TileK steps a K range keeps when split: below this, the atomics cost more than the extra blocks win.
+constexpr long long kMinKTilesPerSplit = 8;
+// Output tiles are visited in bands of this many tile rows, column by column inside a band, so the
+// blocks running at once share A rows and B columns in L2.
+constexpr long long kBandTileRows = 8;
+// Splitting only the last wave's tiles where no tile is split otherwise must save at least this many TileK steps of
+// one block's time: it adds a grid sync, the scaling of those tiles of C and their atomics, a fixed cost that a short K
+// does not repay (doitgen's 55000 x 270 x 270 on an H200: 17 steps a tile, 0.5 tile saved, 1-2 % slower).
+constexpr long long kTailMinSaving = 32;
+
+// The schedule of an M x N x K product on `blocks` blocks, in TileM x TileN x TileK tiles. `forced` > 0 splits every
+// tile that many ways (the tile benchmark measures the policy against fixed splits). Otherwise, in units of one whole
+// tile's time: splitting every tile k ways takes waves(k) / k (the fewest k whose units fill the waves to 7/8, else
+// the best fill within the depth limit); splitting the r tiles of a partial last wave after q full ones s ways (s r <=
+// blocks) takes q + 1 / s. The second where it is no longer than the first with split tiles, or kTailMinSaving TileK
+// steps shorter than the first without.
+template <int TileM, int TileN, int TileK>
+CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, long long blocks,
+                                         long long forced = 0) {
+    Schedule s;
+    s.tiles_m = (M + TileM - 1) / TileM;
+    s.tiles_n = (N + TileN - 1) / TileN;
+    s.tiles = s.tiles_m * s.tiles_n;
+    s.k_tiles = (K + TileK - 1) / TileK;
+    s.splits = 1;
+    s.whole = 0;
+    long long most = s.k_tiles / kMinKTilesPerSplit;
+    if (most > blocks) most = blocks;
+    double uniform = 1.0;  // waves(splits) / splits, in whole-tile times
+    if (forced > 0) {
+        s.splits = forced;
+    } else if (s.tiles > 0 && blocks > 0) {
+        double best = 0.0;
+        for (long long k = 1; k <= most; ++k) {
+            const long long units = s.tiles * k, waves = (units + blocks - 1) / blocks;
+            const double fill = double(units) / double(waves * blocks);
+            if (fill > best + 1e-9) best = fill, s.splits = k, uniform = double(waves) / double(k);
+            if (8 * units >= 7 * waves * blocks) break;
+        }
+        const long long full = s.tiles / blocks, rest = s.tiles % blocks;
+        long long tail = rest > 0 ? blocks / rest : 1;
+        if (tail > most) tail = most;
+        // Against a split of every tile, at least as short (its atomics are a subset); against none, kTailMinSaving
+        // steps shorter.
+        const double shorter = uniform - (double(full) + 1.0 / double(tail));
+        const double need = s.splits > 1 ? -1e-9 : double(kTailMinSaving) / double(s.k_tiles);
+        if (full > 0 && tail >= 2 && shorter >= need) {
+            s.splits = tail;
+            s.whole = full * blocks;
+        }
+    }
+    if (s.splits == 1) s.whole = s.tiles;
+    s.k_tiles_per_split = (s.k_tiles + s.splits - 1) / s.splits;
+    return s;
+}
+
+// Tile index -> (tile row, tile column), banded for L2 reuse (see kBandTileRows).
+CPUFREE_HD inline void tile_coords(const Schedule &s, long long tile, long long &tm, long long &tn) {
+    const long long band_size = kBandTileRows * s.tiles_n;
+    const long long band = tile / band_size;
+    const long long first_row = band * kBandTileRows;
+    const long long rows = (s.tiles_m - first_row) < kBandTileRows ? (s.tiles_m - first_row) : kBandTileRows;
+    const long long in_band = tile - band * band_size;
+    tm = first_row + in_band % rows;
+    tn = in_band / rows;
+}
+
+// Work unit `w` of a schedule: its output tile's first row and column, its range of TileK steps (`count` steps from
+// step `first`), and whether it is one K range of a split tile (its part is added atomically).
+struct WorkUnit {
+    long long m0, n0, first, count;
+    bool split;
+};
+template <int TileM, int TileN>
+CPUFREE_HD inline WorkUnit work_unit(const Schedule &s, long long w) {
+    long long tile = w, part = 0;
+    if (w >= s.whole) {
+        tile = s.whole + (w - s.whole) / s.splits;
+        part = (w - s.whole) % s.splits;
+    }
+    long long tm, tn;
+    tile_coords(s, tile, tm, tn);
+    WorkUnit u;
+    u.m0 = tm * TileM;
+    u.n0 = tn * TileN;
+    u.split = w >= s.whole;
+    u.first = u.split ? part * s.k_tiles_per_split : 0;
+    long long end = u.split ? u.first + s.k_tiles_per_split : s.k_tiles;
+    if (end > s.k_tiles) end = s.k_tiles;
+    u.count = end > u.first ? end - u.first : 0;
+    return u;
+}
+
+// A work unit's elements of K: [begin, end), end clipped to K.
+struct KRange {
+    long long begin, end;
+};
+template <int TileK>
+CPUFREE_HD inline KRange k_range(const WorkUnit &u, long long K) {
+    const long long end = (u.first + u.count) * TileK;
+    return {u.first * TileK, end < K ? end : K};
+}
+
+// Element e of the split tiles (e < (tiles - whole) * TileM * TileN): its row and column in C, or false where the
+// tile's element lies outside the M x N matrix. Consecutive e run along a tile's rows.
+template <int TileM, int TileN>
+CPUFREE_HD inline bool split_element(const Schedule &s, long long e, long long M, long long N, long long &row,
+                                     long long &col) {
+    constexpr long long kTile = (long long)TileM * TileN;
+    long long tm, tn;
+    tile_coords(s, s.whole + e / kTile, tm, tn);
+    row = tm * TileM + (e % kTile) / TileN;
+    col = tn * TileN + e % TileN;
+    return row < M && col < N;
+}
+
+}  // namespace gemm_detail
+}  // namespace cpufree

@@ -361,7 +361,7 @@ __device__ inline void scale_output(long long M, long long N, T beta, T *C, long
 template <typename Tile, typename T>
 __device__ inline void scale_split_tiles(const Schedule &s, long long M, long long N, T beta, T *C, long long ldc) {
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long elements = (s.tiles - s.whole) * Tile::kTileM * Tile::kTileN;
+    const long long elements = (long long)(s.tiles - s.whole) * Tile::kTileM * Tile::kTileN;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < elements; e += stride) {
         long long row, col;
         if (split_element<Tile::kTileM, Tile::kTileN>(s, e, M, N, row, col)) {

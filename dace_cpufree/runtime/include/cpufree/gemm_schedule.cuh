@@ -13,13 +13,15 @@
 namespace cpufree {
 namespace gemm_detail {
 
+// Counts as int: a product whose tiles or K steps passed 2^31 would need terabytes of operands. 64-bit fields and
+// arithmetic here cost the bounded build's CUTLASS tile (168 registers) 100 more bytes of spills in k3mm's kernel.
 struct Schedule {
-    long long tiles_m, tiles_n, tiles;
-    long long k_tiles;            // TileK steps in all of K
-    long long splits;             // K ranges per split tile (1: no split-K)
-    long long k_tiles_per_split;  // TileK steps per K range of a split tile
-    long long whole;              // tiles run with all of K: the first `whole` in visiting order; the rest are split
-    CPUFREE_HD long long units() const { return whole + (tiles - whole) * splits; }
+    int tiles_m, tiles_n, tiles;
+    int k_tiles;            // TileK steps in all of K
+    int splits;             // K ranges per split tile (1: no split-K)
+    int k_tiles_per_split;  // TileK steps per K range of a split tile
+    int whole;              // tiles run with all of K: the first `whole` in visiting order; the rest are split
+    CPUFREE_HD long long units() const { return whole + (long long)(tiles - whole) * splits; }
 };
 
 // Fewest TileK steps a K range keeps when split: below this, the atomics cost more than the extra blocks win.
@@ -42,23 +44,23 @@ template <int TileM, int TileN, int TileK>
 CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, long long blocks,
                                          long long forced = 0) {
     Schedule s;
-    s.tiles_m = (M + TileM - 1) / TileM;
-    s.tiles_n = (N + TileN - 1) / TileN;
+    s.tiles_m = int((M + TileM - 1) / TileM);
+    s.tiles_n = int((N + TileN - 1) / TileN);
     s.tiles = s.tiles_m * s.tiles_n;
-    s.k_tiles = (K + TileK - 1) / TileK;
+    s.k_tiles = int((K + TileK - 1) / TileK);
     s.splits = 1;
     s.whole = 0;
     long long most = s.k_tiles / kMinKTilesPerSplit;
     if (most > blocks) most = blocks;
     double uniform = 1.0;  // waves(splits) / splits, in whole-tile times
     if (forced > 0) {
-        s.splits = forced;
+        s.splits = int(forced);
     } else if (s.tiles > 0 && blocks > 0) {
         double best = 0.0;
         for (long long k = 1; k <= most; ++k) {
             const long long units = s.tiles * k, waves = (units + blocks - 1) / blocks;
             const double fill = double(units) / double(waves * blocks);
-            if (fill > best + 1e-9) best = fill, s.splits = k, uniform = double(waves) / double(k);
+            if (fill > best + 1e-9) best = fill, s.splits = int(k), uniform = double(waves) / double(k);
             if (8 * units >= 7 * waves * blocks) break;
         }
         const long long full = s.tiles / blocks, rest = s.tiles % blocks;
@@ -69,8 +71,8 @@ CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, 
         const double shorter = uniform - (double(full) + 1.0 / double(tail));
         const double need = s.splits > 1 ? -1e-9 : double(kTailMinSaving) / double(s.k_tiles);
         if (full > 0 && tail >= 2 && shorter >= need) {
-            s.splits = tail;
-            s.whole = full * blocks;
+            s.splits = int(tail);
+            s.whole = int(full * blocks);
         }
     }
     if (s.splits == 1) s.whole = s.tiles;
@@ -80,11 +82,12 @@ CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, 
 
 // Tile index -> (tile row, tile column), banded for L2 reuse (see kBandTileRows).
 CPUFREE_HD inline void tile_coords(const Schedule &s, long long tile, long long &tm, long long &tn) {
-    const long long band_size = kBandTileRows * s.tiles_n;
-    const long long band = tile / band_size;
-    const long long first_row = band * kBandTileRows;
-    const long long rows = (s.tiles_m - first_row) < kBandTileRows ? (s.tiles_m - first_row) : kBandTileRows;
-    const long long in_band = tile - band * band_size;
+    constexpr int kBand = int(kBandTileRows);
+    const int band_size = kBand * s.tiles_n;
+    const int band = int(tile) / band_size;
+    const int first_row = band * kBand;
+    const int rows = s.tiles_m - first_row < kBand ? s.tiles_m - first_row : kBand;
+    const int in_band = int(tile) - band * band_size;
     tm = first_row + in_band % rows;
     tn = in_band / rows;
 }
@@ -97,21 +100,19 @@ struct WorkUnit {
 };
 template <int TileM, int TileN>
 CPUFREE_HD inline WorkUnit work_unit(const Schedule &s, long long w) {
-    long long tile = w, part = 0;
-    if (w >= s.whole) {
-        tile = s.whole + (w - s.whole) / s.splits;
-        part = (w - s.whole) % s.splits;
-    }
+    WorkUnit u;
+    u.split = w >= s.whole;
+    const int v = u.split ? int(w - s.whole) : 0;
+    const int tile = u.split ? s.whole + v / s.splits : int(w);
     long long tm, tn;
     tile_coords(s, tile, tm, tn);
-    WorkUnit u;
     u.m0 = tm * TileM;
     u.n0 = tn * TileN;
-    u.split = w >= s.whole;
-    u.first = u.split ? part * s.k_tiles_per_split : 0;
-    long long end = u.split ? u.first + s.k_tiles_per_split : s.k_tiles;
+    const int first = u.split ? (v % s.splits) * s.k_tiles_per_split : 0;
+    int end = u.split ? first + s.k_tiles_per_split : s.k_tiles;
     if (end > s.k_tiles) end = s.k_tiles;
-    u.count = end > u.first ? end - u.first : 0;
+    u.first = first;
+    u.count = end > first ? end - first : 0;
     return u;
 }
 

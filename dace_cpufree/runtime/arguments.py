@@ -127,30 +127,34 @@ def _host_pointer(value) -> int:
     return value.ctypes.data
 
 
-def _span(value, device: bool) -> tuple[int, int] | None:
-    """The bytes an array argument passed by pointer covers, ``[first, end)``; ``None`` for one the launch copies
-    (a NumPy array for a GPU backend) or that holds nothing."""
-    if device:
-        ptr = device_pointer(value)
-    else:
-        iface = getattr(value, "__array_interface__", None)
-        ptr = None if iface is None else int(iface["data"][0])
+def _span(value, device: bool) -> tuple[tuple[int, int] | None, bool]:
+    """The bytes ``[first, end)`` an array argument covers (``None`` where it holds nothing or is not C-contiguous,
+    which the launch refuses with its own message), and whether the kernel takes it by pointer (``False``: the launch
+    copies it, a NumPy array for a GPU backend)."""
+    cuda = getattr(value, "__cuda_array_interface__", None) if device else None
+    iface = cuda if cuda is not None else getattr(value, "__array_interface__", None)
     nbytes = int(getattr(value, "nbytes", 0))
-    return None if ptr is None or nbytes == 0 else (ptr, ptr + nbytes)
+    flags = getattr(value, "flags", None)
+    if iface is None or nbytes == 0 or not getattr(flags, "c_contiguous", True):
+        return None, cuda is not None or not device
+    ptr = int(iface["data"][0])
+    return (ptr, ptr + nbytes), cuda is not None or not device
 
 
 def shared_written_memory(spans: list) -> tuple[str, str] | None:
-    """Two parameters whose arrays share memory where the program writes at least one of them: ``spans`` holds
-    ``(name, (first, end) or None, written)``. The kernel reads and writes its arrays as distinct (DaCe's code and
-    ours order steps by the containers they name), so an output that is also an input of another name would give
-    an answer NumPy does not."""
-    for i, (name, span, written) in enumerate(spans):
+    """Two parameters whose arrays share memory where that could change the answer: ``spans`` holds ``(name,
+    (first, end) or None, written, by_pointer)``. The kernel reads and writes its arrays as distinct (DaCe's code and
+    ours order steps by the containers they name), so an array written while another name reads or writes the same
+    memory would give an answer NumPy does not. Arrays the launch copies in and (where written) back may share memory
+    unless both are written (then one copy back would overwrite the other)."""
+    for i, (name, span, written, by_pointer) in enumerate(spans):
         if span is None:
             continue
-        for other, other_span, other_written in spans[i + 1 :]:
-            if (written or other_written) and other_span is not None:
-                if span[0] < other_span[1] and other_span[0] < span[1]:
-                    return (name, other) if written else (other, name)
+        for other, other_span, other_written, other_by_pointer in spans[i + 1 :]:
+            if other_span is None or not (span[0] < other_span[1] and other_span[0] < span[1]):
+                continue
+            if (written and other_written) or ((written or other_written) and by_pointer and other_by_pointer):
+                return (name, other) if written else (other, name)
     return None
 
 
@@ -176,10 +180,12 @@ class Signature:
 
     :param device: arrays live on the device (not the host emulation).
     :param quick: whether :meth:`quick` applies at all (not for symmetric arrays, which are copied per call).
+    :param copied: names of arrays the launch copies in and back whatever their type (symmetric arrays).
     """
 
-    def __init__(self, sdfg, host_args: list, device: bool, quick: bool, check_sizes=None):
+    def __init__(self, sdfg, host_args: list, device: bool, quick: bool, check_sizes=None, copied=frozenset()):
         self.program = sdfg.name
+        self.copied = copied  # arrays the launch always copies in and back (symmetric ones)
         self.names = list(sdfg.arg_names)
         self.symbol_names = set(map(str, sdfg.symbols))
         self.host_args = host_args
@@ -287,7 +293,7 @@ class Signature:
         if self._written and len(arrays) > 1:  # arrays sharing memory with a written one: the general path refuses
             written = set(self._written)
             pointers = [call[slot] for slot in self._array_slots]
-            spans = [(i, (p, p + a.nbytes), i in written) for i, (a, p) in enumerate(zip(arrays, pointers))]
+            spans = [(i, (p, p + a.nbytes), i in written, True) for i, (a, p) in enumerate(zip(arrays, pointers))]
             if shared_written_memory(spans) is not None:
                 return None
         for slot, name, takes in self._scalars:
@@ -381,11 +387,11 @@ class Signature:
                 values[name] = array_value(self.program, arg, value, rank, declared, self.dtypes[name])
             else:
                 values[name] = scalar_value(self.program, arg, value)
-        spans = [
-            (name, _span(value, self.device), self.kinds[name].written)
-            for name, value in values.items()
-            if name in self.kinds and self.kinds[name].kind == "array"
-        ]
+        spans = []
+        for name, value in values.items():
+            if name in self.kinds and self.kinds[name].kind == "array":
+                span, by_pointer = _span(value, self.device)
+                spans.append((name, span, self.kinds[name].written, by_pointer and name not in self.copied))
         shared = shared_written_memory(spans)
         if shared is not None:
             raise overlap_error(self.program, shared)

@@ -75,6 +75,7 @@ class PersistentProgram:
             device=backend != "emulate",
             quick=self._shmem is None,
             check_sizes=self._check_block_scopes if self._scope_checks else None,
+            copied=frozenset(self._symmetric) if self._shmem is not None else frozenset(),
         )
         self._run = self._lib.cpufree_run
         self._config = (ctypes.c_int(), ctypes.c_int(), ctypes.c_float())
@@ -300,7 +301,9 @@ class PersistentProgram:
                 f"{self.sdfg.name}: could not allocate {value.nbytes} bytes on the device for '{arg.name}'."
             )
         self._check(self._lib.cpufree_memcpy(ctypes.c_void_p(dev), ctypes.c_void_p(value.ctypes.data), value.nbytes, 1))
-        return Bound(dev, value, dev)
+        # copied back only where the program writes it: a read-only copy coming back could overwrite another
+        # argument's result where the two share memory
+        return Bound(dev, value if arg.written else None, dev)
 
     def _bind_symmetric(self, arg, value, ptr: int | None) -> Bound:
         """An argument on the symmetric heap: the user's array is copied into the PE's buffer and back."""

@@ -108,8 +108,24 @@ def test_an_input_sharing_memory_with_a_written_array_is_refused(run):
         run(buf[:4], buf[3:], 1.0, 1)  # overlapping views (one element)
 
 
+@dace.program
+def product_of(a: dace.float64[N], b: dace.float64[N], out: dace.float64[N]):
+    out[:] = a * b
+
+
 def test_arrays_that_only_border_or_are_both_read_are_accepted(run):
     buf = np.zeros(8)
     buf[:4] = 1.0
     run(buf[:4], buf[4:], 2.0, 1)  # adjacent halves of one buffer
     np.testing.assert_allclose(buf, [1, 1, 1, 1, 2, 2, 2, 2])
+    a, out = np.arange(4.0), np.zeros(4)
+    dace_cpufree.compile(product_of, backend="emulate")(a, a, out)  # one array for both read-only parameters
+    np.testing.assert_allclose(out, a * a)
+
+
+def test_a_strided_view_is_refused_for_its_layout_not_as_shared_memory(run):
+    """Interleaved views of one buffer cover the same byte range without sharing an element: the call is refused
+    because the kernel takes C-contiguous arrays, and says so."""
+    buf = np.zeros(8)
+    with pytest.raises(ArgumentError, match=r"'[xy]' must be a C-contiguous NumPy"):
+        run(buf[::2], buf[1::2], 1.0, 1)

@@ -186,8 +186,10 @@ def test_device_arrays_bind_by_their_pointers(device_signature):
     launch = dict(zip([a.name for a in sig.host_args], call))
     assert launch["X"] == 0x3000 and launch["Y"] == 0x4000
     # Y (written) overlapping X by one element: the general path, which refuses it
-    overlapping = _DeviceArray((4, 5), ptr=0x1000 + 19 * 8)
-    assert sig.quick((), dict(alpha=1.5, X=_DeviceArray((4, 5), ptr=0x1000), Y=overlapping, reps=1)) is None
+    values = dict(alpha=1.5, X=_DeviceArray((4, 5), ptr=0x1000), Y=_DeviceArray((4, 5), ptr=0x1000 + 19 * 8), reps=1)
+    assert sig.quick((), dict(values)) is None
+    with pytest.raises(ArgumentError, match=r"'Y' and 'X' share memory, and the program writes 'Y'"):
+        sig.check_values(dict(values))
 
 
 @pytest.mark.parametrize(

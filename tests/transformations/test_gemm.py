@@ -374,13 +374,20 @@ def test_untransposed_even_products_match_numpy_in_the_unbounded_build_on_gpu(pr
     dimensions take the DMMA tile on sm_90 (CUTLASS's on other devices)."""
     args = _inputs(program, np.float64, *size)
     want = _expected(program, args)
+    _run_on_100_blocks(program, args)
+    np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))
+
+
+def _run_on_100_blocks(program, args) -> int:
+    """Runs a product program on the GPU with its grid capped at 100 blocks (below two per multiprocessor of the GPUs
+    at hand); returns the grid the launch used. The cap is reset afterwards (the library is shared in the process)."""
     run = dace_cpufree.compile(program)
     try:
         run.configure(max_blocks=100)
         run(*args)
+        return run.launch_config[0]
     finally:
         run.configure(max_blocks=0)
-    np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))
 
 
 @pytest.mark.gpu
@@ -391,17 +398,11 @@ def test_untransposed_even_products_match_numpy_in_the_unbounded_build_on_gpu(pr
 )
 def test_the_last_waves_tiles_split_match_numpy_on_gpu(program, size):
     """210 output tiles on a grid of 100 blocks: two whole waves, then the last ten tiles each split ten ways over K
-    (cpufree/gemm_schedule.cuh; test_gemm_schedule.py checks the choice), C scaled by beta (1.5) there first. The DMMA
-    tile (even sizes) and CUTLASS's (transposed, odd)."""
+    (cpufree/gemm_schedule.cuh; test_gemm_schedule.py checks the choice), those tiles of C scaled by beta first (1.5
+    in `product`, 0 in `transposed`). The DMMA tile (even sizes) and CUTLASS's (transposed, odd)."""
     args = _inputs(program, np.float64, *size)
     want = _expected(program, args)
-    run = dace_cpufree.compile(program)
-    try:
-        run.configure(max_blocks=100)
-        run(*args)
-        assert run.launch_config[0] == 100
-    finally:
-        run.configure(max_blocks=0)
+    assert _run_on_100_blocks(program, args) == 100
     np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))
 
 

@@ -20,7 +20,7 @@ constexpr int TM = 64, TN = 64, TK = 16;
 
 // facts: tiles, splits, whole, units, k_tiles_per_split. Returns 0, or the first check that failed (1: a K step of a
 // tile taken twice or never, 2: a split unit before a whole one, 3: a split unit's tile among the whole ones, 4: the
-// split tiles' elements not covered exactly once by the scaling).
+// split tiles' elements not covered exactly once by the scaling, 5: a unit with no K step).
 extern "C" int schedule(long long M, long long N, long long K, long long blocks, long long forced, long long *facts) {
     const Schedule s = make_schedule<TM, TN, TK>(M, N, K, blocks, forced);
     facts[0] = s.tiles, facts[1] = s.splits, facts[2] = s.whole, facts[3] = s.units(), facts[4] = s.k_tiles_per_split;
@@ -31,6 +31,7 @@ extern "C" int schedule(long long M, long long N, long long K, long long blocks,
         const WorkUnit u = work_unit<TM, TN>(s, w);
         if (seen_split && !u.split) return 2;
         seen_split = seen_split || u.split;
+        if (u.count == 0 && s.k_tiles > 0) return 5;
         const long long tile = (u.m0 / TM) * s.tiles_n + u.n0 / TN;
         split_tile[tile] = u.split;
         for (long long k = u.first; k < u.first + u.count; ++k) ++taken[tile * s.k_tiles + k];

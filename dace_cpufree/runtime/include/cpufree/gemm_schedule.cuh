@@ -35,11 +35,12 @@ constexpr long long kBandTileRows = 8;
 constexpr long long kTailMinSaving = 32;
 
 // The schedule of an M x N x K product on `blocks` blocks, in TileM x TileN x TileK tiles. `forced` > 0 splits every
-// tile that many ways (the tile benchmark measures the policy against fixed splits). Otherwise, in units of one whole
-// tile's time: splitting every tile k ways takes waves(k) / k (the fewest k whose units fill the waves to 7/8, else
-// the best fill within the depth limit); splitting the r tiles of a partial last wave after q full ones s ways (s r <=
-// blocks) takes q + 1 / s. The second where it is no longer than the first with split tiles, or kTailMinSaving TileK
-// steps shorter than the first without.
+// tile that many ways, fewer where the rounding of K ranges would leave empty ones (the tile benchmark measures the
+// policy against fixed splits). Otherwise, in units of one whole tile's time: splitting every tile k ways takes
+// waves(k) / k (the fewest k whose units fill the waves to 7/8, else the best fill within the depth limit); splitting
+// the r tiles of a partial last wave after q full ones s ways (s r <= blocks, s <= k_tiles / kMinKTilesPerSplit) takes
+// q + 1 / s. The second where it is no longer than the first with split tiles, or kTailMinSaving TileK steps shorter
+// than the first without.
 template <int TileM, int TileN, int TileK>
 CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, long long blocks,
                                          long long forced = 0) {
@@ -75,8 +76,10 @@ CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, 
             s.whole = int(full * blocks);
         }
     }
-    if (s.splits == 1) s.whole = s.tiles;
     s.k_tiles_per_split = (s.k_tiles + s.splits - 1) / s.splits;
+    // the ranges the rounding leaves: no empty one (it would add a tile of zeros atomically)
+    if (s.k_tiles_per_split > 0) s.splits = (s.k_tiles + s.k_tiles_per_split - 1) / s.k_tiles_per_split;
+    if (s.splits == 1) s.whole = s.tiles;
     return s;
 }
 

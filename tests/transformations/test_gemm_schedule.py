@@ -127,6 +127,9 @@ def test_the_last_partial_wave_is_split_where_it_leaves_most_blocks_idle(host):
     assert few["whole"] == 0 and few["splits"] * few["tiles"] >= 7 * 264 // 8
     doitgen = _schedule(host, 55000, 270, 270, 264)  # 16 waves + 76 of 17 K steps: the saving would not repay
     assert (doitgen["tiles"], doitgen["whole"], doitgen["splits"]) == (4300, 4300, 1)
+    for size in [(634, 1342, 1602, 100), (635, 1341, 1601, 100)]:  # test_gemm.py's GPU test of split last waves
+        capped = _schedule(host, *size)
+        assert (capped["tiles"], capped["whole"], capped["splits"]) == (210, 200, 10)
     short_k = _schedule(host, 3200, 4400, 64, 264)  # K too short to split
     assert (short_k["whole"], short_k["splits"]) == (short_k["tiles"], 1)
 

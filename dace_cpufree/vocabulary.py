@@ -260,3 +260,13 @@ class BlockPart:
         scope, index, count, elems, inferred = (str(loc[k]) for k in cls._KEYS)
         requires = str(loc.get("cpufree_requires", ""))
         return cls(int(scope), int(index), int(count), elems, inferred == "1", name, requires)
+
+
+def control_reads(sdfg: dace.SDFG) -> set[str]:
+    """The names the control flow of ``sdfg`` (not its nested SDFGs) reads: its blocks' code (branch and loop
+    conditions, loop statements) and its interstate edges."""
+    names = {str(x) for edge in sdfg.all_interstate_edges() for x in edge.data.read_symbols()}
+    for block in sdfg.all_control_flow_blocks():
+        for code in block.get_meta_codeblocks() if hasattr(block, "get_meta_codeblocks") else ():
+            names |= {str(x) for x in code.get_free_symbols()}
+    return names

@@ -27,6 +27,7 @@ from dace.frontend.operations import detect_reduction_type
 from dace.sdfg import nodes
 
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.vocabulary import control_reads
 
 
 def retype_true_divisions(sdfg: dace.SDFG) -> list[str]:
@@ -457,16 +458,6 @@ def _mean_division(node) -> bool:
     )
 
 
-def _control_reads(sdfg: dace.SDFG) -> set[str]:
-    """The names the control flow of ``sdfg`` (not its nested SDFGs) reads: its blocks' code (branch and loop
-    conditions, loop statements) and its interstate edges."""
-    names = {str(x) for edge in sdfg.all_interstate_edges() for x in edge.data.read_symbols()}
-    for block in sdfg.all_control_flow_blocks():
-        for code in block.get_meta_codeblocks() if hasattr(block, "get_meta_codeblocks") else ():
-            names |= {str(x) for x in code.get_free_symbols()}
-    return names
-
-
 def check_mean_bindings(sdfg: dace.SDFG) -> None:
     """Refuses ``m = np.mean(...)`` read inside a ``dace.map`` body (or a nested program called inside one) or in a
     condition or loop bound. DaCe's frontend reduces the sum into a container named ``m`` and divides it into another
@@ -494,7 +485,7 @@ def check_mean_bindings(sdfg: dace.SDFG) -> None:
                 continue
             nested = [r for r in readers if isinstance(r, nodes.NestedSDFG)]
             if id(owner) not in controls:
-                controls[id(owner)] = _control_reads(owner)
+                controls[id(owner)] = control_reads(owner)
             if not nested and name not in controls[id(owner)]:
                 continue
             # the map's line; control flow has none (and the reduction's is inside DaCe's frontend)

@@ -36,10 +36,9 @@ import dace
 from dace import data as dt
 from dace import nodes
 from dace.libraries.blas.nodes.matmul import MatMul
-from dace.sdfg.state import ConditionalBlock, LoopRegion
 from dace.transformation import pass_pipeline as ppl
 
-from dace_cpufree.vocabulary import assigned_value, scalar_like
+from dace_cpufree.vocabulary import assigned_value, control_reads, scalar_like
 
 from .gemm import cxx, product_call, set_product_call
 
@@ -278,22 +277,6 @@ def _terms(e: ast.expr) -> list | None:
     return None if t is None else [t]
 
 
-def _read_by_control_flow(sdfg: dace.SDFG, name: str) -> bool:
-    """Whether a condition, loop statement or interstate assignment of ``sdfg`` reads container ``name``."""
-    for edge in sdfg.all_interstate_edges():
-        if name in {str(x) for x in edge.data.free_symbols}:
-            return True
-    for block in sdfg.all_control_flow_blocks():
-        codes = []
-        if isinstance(block, ConditionalBlock):
-            codes = [c for c, _ in block.branches]
-        elif isinstance(block, LoopRegion):
-            codes = [block.loop_condition, block.init_statement, block.update_statement]
-        if any(c is not None and name in {str(x) for x in c.get_free_symbols()} for c in codes):
-            return True
-    return False
-
-
 def _fold_one(state: dace.SDFGState, sdfg: dace.SDFG, product: nodes.Tasklet) -> bool:
     call = product_call(product)
     outs = state.out_edges(product)
@@ -305,7 +288,7 @@ def _fold_one(state: dace.SDFGState, sdfg: dace.SDFG, product: nodes.Tasklet) ->
     p_name, p_desc = p_node.data, sdfg.arrays[p_node.data]
     if not p_desc.transient or isinstance(p_desc, dt.View) or _occurrences(sdfg, p_name) != 1:
         return False
-    if _read_by_control_flow(sdfg, p_name):  # P read by a condition (no access node): it must stay
+    if p_name in control_reads(sdfg):  # P read by a condition (no access node): it must stay
         return False
     if state.in_degree(p_node) != 1 or state.out_degree(p_node) != 1:
         return False

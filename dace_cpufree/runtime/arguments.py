@@ -131,14 +131,15 @@ def _span(value, device: bool) -> tuple[tuple[int, int] | None, bool]:
     """The bytes ``[first, end)`` an array argument covers (``None`` where it holds nothing or is not C-contiguous,
     which the launch refuses with its own message), and whether the kernel takes it by pointer (``False``: the launch
     copies it, a NumPy array for a GPU backend)."""
-    cuda = getattr(value, "__cuda_array_interface__", None) if device else None
-    iface = cuda if cuda is not None else getattr(value, "__array_interface__", None)
+    ptr = device_pointer(value) if device else None
+    by_pointer = ptr is not None or not device
+    if ptr is None:
+        iface = getattr(value, "__array_interface__", None)
+        ptr = None if iface is None else int(iface["data"][0])
     nbytes = int(getattr(value, "nbytes", 0))
-    flags = getattr(value, "flags", None)
-    if iface is None or nbytes == 0 or not getattr(flags, "c_contiguous", True):
-        return None, cuda is not None or not device
-    ptr = int(iface["data"][0])
-    return (ptr, ptr + nbytes), cuda is not None or not device
+    if ptr is None or nbytes == 0 or not getattr(getattr(value, "flags", None), "c_contiguous", True):
+        return None, by_pointer
+    return (ptr, ptr + nbytes), by_pointer
 
 
 def shared_written_memory(spans: list) -> tuple[str, str] | None:

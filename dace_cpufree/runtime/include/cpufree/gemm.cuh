@@ -469,7 +469,7 @@ __device__ inline bool dmma_applies(const double *A, long long lda, const double
 // multiplies. The K loop is unrolled by Stages so that every shared-memory address is a per-thread register plus an
 // immediate; output tiles wholly inside the matrix copy without predicates, edge tiles and the last partial K tile
 // zero-fill what lies outside. The loop body is compiled twice: without any test for the K tiles whose copies are all
-// plain (the main loop of an inside tile), with them for the rest (in an H100/H200's 0.80x cuBLAS's FP64 speed ->
+// plain (the main loop of an inside tile), with them for the rest (alone on an H200: 0.80x cuBLAS's FP64 speed ->
 // 0.86-0.91x at NPBench's products, docs/linear-algebra.md). The accumulators leave through shared memory
 // (write_staged_tile).
 template <typename Tile>

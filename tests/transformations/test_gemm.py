@@ -406,6 +406,30 @@ def test_the_last_waves_tiles_split_match_numpy_on_gpu(program, size):
     np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "program, dtype, size",
+    [
+        (product, np.float64, (200, 802, 900)),
+        (transposed, np.float64, (201, 803, 901)),
+        (chain, np.float32, (200, 802, 900)),
+    ],
+    ids=lambda v: getattr(v, "name", None) or getattr(v, "__name__", None) or "x".join(map(str, v)),
+)
+def test_stream_schedules_match_numpy_on_gpu(program, dtype, size):
+    """On 100 blocks these products share all tiles' K steps out evenly (a stream schedule, test_gemm_schedule.py:
+    52 FP64 tiles of 57 steps, 30 steps a block in two pieces; 28 FP32 tiles of 64 by 128, 16 steps), every piece
+    added atomically into C scaled by beta first. The DMMA tile (even sizes), CUTLASS's (transposed, odd) and
+    cuBLASDx's FP32 tile."""
+    args = _inputs(program, dtype, *size)
+    want = _expected(program, args)
+    assert _run_on_100_blocks(program, args) == 100
+    if dtype == np.float32:
+        np.testing.assert_allclose(args[-1], want, rtol=1e-4, atol=2e-6 * float(np.abs(want).max()))
+    else:
+        np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))
+
+
 def _run_in_blocks(program, args, block_size: int, warns: bool) -> None:
     """Runs a product program on the GPU with a configured block size: configure() warns that the products need
     blocks of 128 threads exactly when `warns`; the launch uses the size rounded to whole warps (NVIDIA's 32 threads),

@@ -2,7 +2,9 @@
 every K step of every output tile is taken by exactly one work unit, the split tiles come last and their scaling
 covers exactly their elements, and a host run of the schedule's arithmetic (whole tiles written with beta, split
 ones scaled first and then added to) matches NumPy. The choice itself at NPBench's sizes: the last wave's tiles split
-where it leaves most blocks idle, all tiles where there are fewer tiles than blocks, none where the waves are full."""
+where it leaves most blocks idle, all tiles where there are fewer tiles than blocks, none where the waves are full,
+all tiles' K steps shared out evenly (a stream schedule) where a split of every tile leaves blocks several short
+units."""
 
 import ctypes
 
@@ -18,20 +20,27 @@ HOST_SCHEDULE = r"""
 using namespace cpufree::gemm_detail;
 constexpr int TM = 64, TN = 64, TK = 16;
 
-// facts: tiles, splits, whole, units, k_tiles_per_split. Returns 0, or the first check that failed (1: a K step of a
-// tile taken twice or never, 2: a split unit before a whole one, 3: a split unit's tile among the whole ones, 4: the
-// split tiles' elements not covered exactly once by the scaling, 5: a unit with no K step).
+// facts: tiles, splits, whole, units, k_tiles_per_split, stream, pieces. Returns 0, or the first check that failed (1:
+// a K step of a tile taken twice or never, 2: a split unit before a whole one, 3: a split unit's tile among the whole
+// ones, 4: the split tiles' elements not covered exactly once by the scaling, 5: a unit with no K step outside a stream
+// schedule, 6: a block of a stream schedule with more than `stream` steps).
 extern "C" int schedule(long long M, long long N, long long K, long long blocks, long long forced, long long *facts) {
     const Schedule s = make_schedule<TM, TN, TK>(M, N, K, blocks, forced);
-    facts[0] = s.tiles, facts[1] = s.splits, facts[2] = s.whole, facts[3] = s.units(), facts[4] = s.k_tiles_per_split;
+    facts[0] = s.tiles, facts[1] = s.splits, facts[2] = s.whole, facts[3] = s.units(blocks);
+    facts[4] = s.k_tiles_per_split;
+    facts[5] = s.stream, facts[6] = s.stream > 0 ? s.pieces() : 0;
     std::vector<int> taken(s.tiles * s.k_tiles, 0);
+    std::vector<long long> block_steps(blocks > 0 ? blocks : 1, 0);
     std::vector<int> split_tile(s.tiles_m * s.tiles_n, 0);
     bool seen_split = false;
-    for (long long w = 0; w < s.units(); ++w) {
-        const WorkUnit u = work_unit<TM, TN>(s, w);
+    for (long long w = 0; w < s.units(blocks); ++w) {
+        const WorkUnit u = work_unit<TM, TN>(s, w, blocks);
         if (seen_split && !u.split) return 2;
         seen_split = seen_split || u.split;
-        if (u.count == 0 && s.k_tiles > 0) return 5;
+        if (u.count == 0 && s.k_tiles > 0 && s.stream == 0) return 5;
+        block_steps[w % (blocks > 0 ? blocks : 1)] += u.count;
+        if (s.stream > 0 && block_steps[w % blocks] > s.stream) return 6;
+        if (s.stream > 0 && u.count == 0) continue;
         const long long tile = (u.m0 / TM) * s.tiles_n + u.n0 / TN;
         split_tile[tile] = u.split;
         for (long long k = u.first; k < u.first + u.count; ++k) ++taken[tile * s.k_tiles + k];
@@ -60,8 +69,8 @@ extern "C" void product(long long M, long long N, long long K, long long blocks,
         long long row, col;
         if (split_element<TM, TN>(s, e, M, N, row, col)) C[row * N + col] = beta == 0 ? 0 : beta * C[row * N + col];
     }
-    for (long long w = 0; w < s.units(); ++w) {
-        const WorkUnit u = work_unit<TM, TN>(s, w);
+    for (long long w = 0; w < s.units(blocks); ++w) {
+        const WorkUnit u = work_unit<TM, TN>(s, w, blocks);
         const KRange k = k_range<TK>(u, K);
         for (long long i = u.m0; i < u.m0 + TM && i < M; ++i)
             for (long long j = u.n0; j < u.n0 + TN && j < N; ++j) {
@@ -86,9 +95,9 @@ def host(tmp_path_factory):
 
 
 def _schedule(host, m, n, k, blocks, forced=0) -> dict:
-    facts = np.zeros(5, dtype=np.int64)
+    facts = np.zeros(7, dtype=np.int64)
     assert host.schedule(m, n, k, blocks, forced, facts.ctypes.data) == 0
-    return dict(zip(["tiles", "splits", "whole", "units", "per_split"], facts.tolist()))
+    return dict(zip(["tiles", "splits", "whole", "units", "per_split", "stream", "pieces"], facts.tolist()))
 
 
 SIZES = [  # (M, N, K, blocks)
@@ -101,6 +110,9 @@ SIZES = [  # (M, N, K, blocks)
     (1000, 1100, 1200, 132),
     (517, 389, 1201, 80),
     (64, 64 * 31, 2000, 30),  # one wave and one tile
+    (1000, 1100, 1200, 396),  # gemm at S on an H200's bounded build (three blocks on each of 132): a stream schedule
+    (800, 1000, 850, 396),  # k3mm's second product at S: a stream schedule
+    (59, 192, 592, 4),  # three tiles, a stream schedule of two pieces a block
     (7, 5, 3, 8),
     (0, 5, 3, 8),
 ]
@@ -134,13 +146,37 @@ def test_the_last_partial_wave_is_split_where_it_leaves_most_blocks_idle(host):
     assert (short_k["whole"], short_k["splits"]) == (short_k["tiles"], 1)
 
 
-@pytest.mark.parametrize("size", [(300, 120, 630, 3), (200, 130, 700, 64), (64 * 9 - 10, 64, 400, 8)])
+def test_a_stream_schedule_replaces_a_split_of_every_tile_where_the_longest_block_gets_shorter(host):
+    """Where every tile is split, the split is weighed against sharing all tiles' K steps evenly (kUnitSteps a unit):
+    NPBench's gemm at S on 396 blocks splits its 288 tiles four ways, three units of 19 steps a block (69 with the
+    units' cost), against one run of 55 steps in two pieces (63); k3mm's second product five ways, three units of 11
+    (45), against 29 steps in two pieces (37). Its first and third products split two ways, one unit of 29 and 32
+    steps a block, stay so (a run of 27 or 32 steps would take two pieces)."""
+    gemm = _schedule(host, 1000, 1100, 1200, 396)
+    assert (gemm["tiles"], gemm["whole"], gemm["stream"], gemm["pieces"], gemm["units"]) == (288, 0, 55, 2, 792)
+    second = _schedule(host, 800, 1000, 850, 396)
+    assert (second["tiles"], second["whole"], second["stream"], second["pieces"]) == (208, 0, 29, 2)
+    for size in [(800, 850, 900, 396), (800, 950, 1000, 396)]:
+        kept = _schedule(host, *size)
+        assert (kept["whole"], kept["splits"], kept["stream"]) == (0, 2, 0)
+    few = _schedule(host, 200, 130, 5000, 264)  # 12 tiles in 20 K ranges of 16 steps, one a block: kept
+    assert (few["stream"], few["splits"]) == (0, 20)
+    for size in [(3200, 4400, 3600, 264), (2000, 2300, 2600, 264), (1000, 1100, 1200, 264)]:  # whole tiles: none
+        assert _schedule(host, *size)["stream"] == 0
+    assert _schedule(host, 1000, 1100, 1200, 396, 4)["stream"] == 0  # nor where the split is forced
+
+
+@pytest.mark.parametrize(
+    "size",
+    [(300, 120, 630, 3), (200, 130, 700, 64), (64 * 9 - 10, 64, 400, 8), (59, 192, 592, 4), (200, 802, 900, 100)],
+)
 @pytest.mark.parametrize("beta", [0.0, -0.5])
 def test_the_schedules_arithmetic_matches_numpy(host, size, beta):
     m, n, k, blocks = size
     facts = _schedule(host, *size)
     assert facts["whole"] < facts["tiles"], "each size splits some tiles"
     assert facts["whole"] > 0 or size != (300, 120, 630, 3), "the first splits only its last wave"
+    assert (facts["stream"] > 0) == (size[-1] in (4, 100)), "the last two take stream schedules"
     rng = np.random.default_rng(m + n + k)
     A, B, C = rng.standard_normal((m, k)), rng.standard_normal((k, n)), rng.standard_normal((m, n))
     want = 1.5 * A @ B + beta * C

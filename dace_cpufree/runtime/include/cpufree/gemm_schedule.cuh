@@ -5,7 +5,10 @@
 // Blocks take work units w = blockIdx.x, blockIdx.x + gridDim.x, ... A unit is an output tile with all of K (a whole
 // tile) or one of `splits` K ranges of it (a split tile, added atomically into C, which is scaled by beta first). Where
 // the tiles leave the last wave of blocks mostly idle, the tiles of that wave alone are split (the others stay whole:
-// no atomics for them); where there are fewer tiles than blocks, every tile is.
+// no atomics for them); where there are fewer tiles than blocks, every tile is. Where every tile is split and the
+// split leaves several short units per block, the K steps of all tiles, one after the other, are shared out evenly
+// instead (a stream schedule: each block one run of `stream` steps, cut at tile boundaries into at most `pieces`
+// units, all added atomically).
 #pragma once
 
 #include "host_device.h"
@@ -21,7 +24,17 @@ struct Schedule {
     int splits;             // K ranges per split tile (1: no split-K)
     int k_tiles_per_split;  // TileK steps per K range of a split tile
     int whole;              // tiles run with all of K: the first `whole` in visiting order; the rest are split
-    CPUFREE_HD long long units() const { return whole + (long long)(tiles - whole) * splits; }
+    int stream;             // a stream schedule's TileK steps per block (0: not one)
+    // A stream schedule's units per block (some empty: count 0): the most tiles a run of `stream` steps starting at
+    // a multiple of `stream` touches. Worked out where asked, not kept: every field is live in the tile loops.
+    CPUFREE_HD int pieces() const {
+        const int most = stream % k_tiles == 0 ? stream / k_tiles : (stream - 1) / k_tiles + 2;
+        return most < tiles ? most : tiles;
+    }
+    // Work units in all, on the `blocks` the schedule was made for.
+    CPUFREE_HD long long units(long long blocks) const {
+        return stream > 0 ? pieces() * blocks : whole + (long long)(tiles - whole) * splits;
+    }
 };
 
 // Fewest TileK steps a K range keeps when split: below this, the atomics cost more than the extra blocks win.
@@ -33,6 +46,11 @@ constexpr long long kBandTileRows = 8;
 // one block's time: it adds a grid sync, the scaling of those tiles of C and their atomics, a fixed cost that a short K
 // does not repay (doitgen's 55000 x 270 x 270 on an H200: 17 steps a tile, 0.5 tile saved, 1-2 % slower).
 constexpr long long kTailMinSaving = 32;
+// What one work unit costs beyond its TileK steps (filling the pipeline, writing or adding the tile), in TileK steps:
+// FP64 64x64x16 tiles on an H200 at NPBench's S sizes took ~1 us a step and ~5 us a unit (k3mm's three products:
+// one unit of 29 steps, 35 us; three of 11, 50 us). The stream schedule is weighed against a split of every tile with
+// it; taken lower than measured, so that it is chosen only where it clearly shortens the longest block.
+constexpr long long kUnitSteps = 4;
 
 // The schedule of an M x N x K product on `blocks` blocks, in TileM x TileN x TileK tiles. `forced` > 0 splits every
 // tile that many ways, fewer where the rounding of K ranges would leave empty ones (the tile benchmark measures the
@@ -40,7 +58,8 @@ constexpr long long kTailMinSaving = 32;
 // waves(k) / k (the fewest k whose units fill the waves to 7/8, else the best fill within the depth limit); splitting
 // the r tiles of a partial last wave after q full ones s ways (s r <= blocks, s <= k_tiles / kMinKTilesPerSplit) takes
 // q + 1 / s. The second where it is no longer than the first with split tiles, or kTailMinSaving TileK steps shorter
-// than the first without.
+// than the first without. Where every tile stays split, a stream schedule (ceil(tiles k_tiles / blocks) steps a block)
+// replaces it where its longest block, kUnitSteps a unit, is shorter.
 template <int TileM, int TileN, int TileK>
 CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, long long blocks,
                                          long long forced = 0) {
@@ -51,6 +70,7 @@ CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, 
     s.k_tiles = int((K + TileK - 1) / TileK);
     s.splits = 1;
     s.whole = 0;
+    s.stream = 0;
     long long most = s.k_tiles / kMinKTilesPerSplit;
     if (most > blocks) most = blocks;
     double uniform = 1.0;  // waves(splits) / splits, in whole-tile times
@@ -80,6 +100,16 @@ CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, 
     // the ranges the rounding leaves: no empty one (it would add a tile of zeros atomically)
     if (s.k_tiles_per_split > 0) s.splits = (s.k_tiles + s.k_tiles_per_split - 1) / s.k_tiles_per_split;
     if (s.splits == 1) s.whole = s.tiles;
+    if (forced <= 0 && s.splits > 1 && s.whole == 0) {  // every tile split: C is scaled and added to either way
+        const long long steps = (long long)s.tiles * s.k_tiles, per = (steps + blocks - 1) / blocks;
+        Schedule stream = s;
+        stream.stream = int(per);
+        const long long waves = ((long long)s.tiles * s.splits + blocks - 1) / blocks;
+        const long long split_cost = waves * (s.k_tiles_per_split + kUnitSteps);
+        // (int arithmetic in work_unit: all steps and a run beyond them below 2^31)
+        if (per >= kMinKTilesPerSplit && steps + per < (1LL << 31) && per + stream.pieces() * kUnitSteps < split_cost)
+            s.stream = int(per);
+    }
     return s;
 }
 
@@ -95,15 +125,34 @@ CPUFREE_HD inline void tile_coords(const Schedule &s, long long tile, long long 
     tn = in_band / rows;
 }
 
-// Work unit `w` of a schedule: its output tile's first row and column, its range of TileK steps (`count` steps from
-// step `first`), and whether it is one K range of a split tile (its part is added atomically).
+// Work unit `w` of a schedule made for `blocks` blocks: its output tile's first row and column, its range of TileK
+// steps (`count` steps from step `first`), and whether it is one K range of a split tile (its part is added
+// atomically).
 struct WorkUnit {
     long long m0, n0, first, count;
     bool split;
 };
+// Piece w / blocks of block w % blocks's run of a stream schedule's steps; count 0 past the run's last tile.
 template <int TileM, int TileN>
-CPUFREE_HD inline WorkUnit work_unit(const Schedule &s, long long w) {
+CPUFREE_HD inline WorkUnit stream_unit(const Schedule &s, long long w, long long blocks) {
     WorkUnit u;
+    const int b = int(w % blocks), begin = b * s.stream, total = s.tiles * s.k_tiles;
+    const int end = begin + s.stream < total ? begin + s.stream : total;
+    const int tile = begin / s.k_tiles + int(w / blocks), first = tile * s.k_tiles;
+    const int lo = begin > first ? begin : first, hi = end < first + s.k_tiles ? end : first + s.k_tiles;
+    long long tm = 0, tn = 0;
+    if (tile < s.tiles) tile_coords(s, tile, tm, tn);
+    u.m0 = tm * TileM;
+    u.n0 = tn * TileN;
+    u.first = lo - first;
+    u.count = tile < s.tiles && hi > lo ? hi - lo : 0;
+    u.split = true;
+    return u;
+}
+template <int TileM, int TileN>
+CPUFREE_HD inline WorkUnit work_unit(const Schedule &s, long long w, long long blocks) {
+    WorkUnit u;
+    if (s.stream > 0) return stream_unit<TileM, TileN>(s, w, blocks);
     u.split = w >= s.whole;
     const int v = u.split ? int(w - s.whole) : 0;
     const int tile = u.split ? s.whole + v / s.splits : int(w);

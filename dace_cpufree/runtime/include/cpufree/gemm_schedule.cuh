@@ -106,8 +106,9 @@ CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, 
         stream.stream = int(per);
         const long long waves = ((long long)s.tiles * s.splits + blocks - 1) / blocks;
         const long long split_cost = waves * (s.k_tiles_per_split + kUnitSteps);
-        // (int arithmetic in work_unit: all steps and a run beyond them below 2^31)
-        if (per >= kMinKTilesPerSplit && steps + per < (1LL << 31) && per + stream.pieces() * kUnitSteps < split_cost)
+        // work_unit's int arithmetic reaches blocks * per + 3 k_tiles < steps + blocks + 3 k_tiles: below 2^31
+        const bool fits_int = steps + blocks + 3LL * s.k_tiles < (1LL << 31);
+        if (per >= kMinKTilesPerSplit && fits_int && per + stream.pieces() * kUnitSteps < split_cost)
             s.stream = int(per);
     }
     return s;

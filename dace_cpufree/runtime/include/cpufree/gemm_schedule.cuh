@@ -5,10 +5,10 @@
 // Blocks take work units w = blockIdx.x, blockIdx.x + gridDim.x, ... A unit is an output tile with all of K (a whole
 // tile) or one of `splits` K ranges of it (a split tile, added atomically into C, which is scaled by beta first). Where
 // the tiles leave the last wave of blocks mostly idle, the tiles of that wave alone are split (the others stay whole:
-// no atomics for them); where there are fewer tiles than blocks, every tile is. Where every tile is split and the
-// split leaves several short units per block, the K steps of all tiles, one after the other, are shared out evenly
-// instead (a stream schedule: each block one run of `stream` steps, cut at tile boundaries into at most `pieces`
-// units, all added atomically).
+// no atomics for them); where there are fewer tiles than blocks, every tile is. Where every tile is split, the K steps
+// of all tiles, one after the other, may be shared out evenly instead (a stream schedule: each block one run of
+// `stream` steps, cut at tile boundaries into at most `pieces()` units, all added atomically), where that shortens the
+// longest block: at NPBench's S sizes where the split left each block three short units.
 #pragma once
 
 #include "host_device.h"
@@ -25,8 +25,10 @@ struct Schedule {
     int k_tiles_per_split;  // TileK steps per K range of a split tile
     int whole;              // tiles run with all of K: the first `whole` in visiting order; the rest are split
     int stream;             // a stream schedule's TileK steps per block (0: not one)
-    // A stream schedule's units per block (some empty: count 0): the most tiles a run of `stream` steps starting at
-    // a multiple of `stream` touches. Worked out where asked, not kept: every field is live in the tile loops.
+    // A stream schedule's units per block (some empty: count 0): a bound on the tiles a run of `stream` steps
+    // touches. Exact where `stream` is a multiple of k_tiles; where gcd(stream, k_tiles) > 1 no run may start at the
+    // offset that touches the most, and the bound (and the cost rule with it) can count one unit too many.
+    // Worked out where asked, not kept: every field is live in the tile loops.
     CPUFREE_HD int pieces() const {
         const int most = stream % k_tiles == 0 ? stream / k_tiles : (stream - 1) / k_tiles + 2;
         return most < tiles ? most : tiles;
@@ -49,7 +51,8 @@ constexpr long long kTailMinSaving = 32;
 // What one work unit costs beyond its TileK steps (filling the pipeline, writing or adding the tile), in TileK steps:
 // FP64 64x64x16 tiles on an H200 at NPBench's S sizes took ~1 us a step and ~5 us a unit (k3mm's three products:
 // one unit of 29 steps, 35 us; three of 11, 50 us). The stream schedule is weighed against a split of every tile with
-// it; taken lower than measured, so that it is chosen only where it clearly shortens the longest block.
+// it. Below the measured ~5, it favours the schedule with fewer units a block: the split where that is one wave and the
+// stream has two pieces, the stream (two pieces against three waves) at NPBench's S sizes.
 constexpr long long kUnitSteps = 4;
 
 // The schedule of an M x N x K product on `blocks` blocks, in TileM x TileN x TileK tiles. `forced` > 0 splits every
@@ -58,8 +61,9 @@ constexpr long long kUnitSteps = 4;
 // waves(k) / k (the fewest k whose units fill the waves to 7/8, else the best fill within the depth limit); splitting
 // the r tiles of a partial last wave after q full ones s ways (s r <= blocks, s <= k_tiles / kMinKTilesPerSplit) takes
 // q + 1 / s. The second where it is no longer than the first with split tiles, or kTailMinSaving TileK steps shorter
-// than the first without. Where every tile stays split, a stream schedule (ceil(tiles k_tiles / blocks) steps a block)
-// replaces it where its longest block, kUnitSteps a unit, is shorter.
+// than the first without. Where every tile stays split, a stream schedule (per = ceil(tiles k_tiles / blocks) steps a
+// block) replaces it where its longest block, kUnitSteps a unit, is shorter, per >= kMinKTilesPerSplit (its pieces,
+// cut at tile boundaries, can be shorter) and its work units' int arithmetic fits.
 template <int TileM, int TileN, int TileK>
 CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, long long blocks,
                                          long long forced = 0) {

@@ -23,14 +23,16 @@ constexpr int TM = 64, TN = 64, TK = 16;
 // facts: tiles, splits, whole, units, k_tiles_per_split, stream, pieces. Returns 0, or the first check that failed (1:
 // a K step of a tile taken twice or never, 2: a split unit before a whole one, 3: a split unit's tile among the whole
 // ones, 4: the split tiles' elements not covered exactly once by the scaling, 5: a unit with no K step outside a stream
-// schedule, 6: a block of a stream schedule with more than `stream` steps).
+// schedule, 6: a block of a stream schedule with more than `stream` steps, 7: a block's end (block_end) not exactly
+// after its last non-empty unit).
 extern "C" int schedule(long long M, long long N, long long K, long long blocks, long long forced, long long *facts) {
     const Schedule s = make_schedule<TM, TN, TK>(M, N, K, blocks, forced);
     facts[0] = s.tiles, facts[1] = s.splits, facts[2] = s.whole, facts[3] = s.units(blocks);
     facts[4] = s.k_tiles_per_split;
     facts[5] = s.stream, facts[6] = s.stream > 0 ? s.pieces() : 0;
     std::vector<int> taken(s.tiles * s.k_tiles, 0);
-    std::vector<long long> block_steps(blocks > 0 ? blocks : 1, 0);
+    const long long nb = blocks > 0 ? blocks : 1;
+    std::vector<long long> block_steps(nb, 0);
     std::vector<int> split_tile(s.tiles_m * s.tiles_n, 0);
     bool seen_split = false;
     for (long long w = 0; w < s.units(blocks); ++w) {
@@ -38,8 +40,9 @@ extern "C" int schedule(long long M, long long N, long long K, long long blocks,
         if (seen_split && !u.split) return 2;
         seen_split = seen_split || u.split;
         if (u.count == 0 && s.k_tiles > 0 && s.stream == 0) return 5;
-        block_steps[w % (blocks > 0 ? blocks : 1)] += u.count;
-        if (s.stream > 0 && block_steps[w % blocks] > s.stream) return 6;
+        block_steps[w % nb] += u.count;
+        if (s.stream > 0 && block_steps[w % nb] > s.stream) return 6;
+        if ((w < s.block_end(w % nb, nb)) != (s.stream == 0 || u.count > 0)) return 7;
         if (s.stream > 0 && u.count == 0) continue;
         const long long tile = (u.m0 / TM) * s.tiles_n + u.n0 / TN;
         split_tile[tile] = u.split;
@@ -61,7 +64,8 @@ extern "C" int schedule(long long M, long long N, long long K, long long blocks,
 }
 
 // C = alpha A B + beta C (row-major, contiguous) as the tile paths compute it under the schedule: split tiles
-// scaled by beta first, then every unit's part of K, added (split) or written with beta (whole).
+// scaled by beta first, then every unit's part of K, added (split) or written with beta (whole), each block's units up
+// to its block_end.
 extern "C" void product(long long M, long long N, long long K, long long blocks, double alpha, const double *A,
                         const double *B, double beta, double *C) {
     const Schedule s = make_schedule<TM, TN, TK>(M, N, K, blocks);
@@ -69,7 +73,8 @@ extern "C" void product(long long M, long long N, long long K, long long blocks,
         long long row, col;
         if (split_element<TM, TN>(s, e, M, N, row, col)) C[row * N + col] = beta == 0 ? 0 : beta * C[row * N + col];
     }
-    for (long long w = 0; w < s.units(blocks); ++w) {
+    for (long long b = 0; b < blocks; ++b)  // as the blocks of the tile loops take them
+    for (long long w = b; w < s.block_end(b, blocks); w += blocks) {
         const WorkUnit u = work_unit<TM, TN>(s, w, blocks);
         const KRange k = k_range<TK>(u, K);
         for (long long i = u.m0; i < u.m0 + TM && i < M; ++i)

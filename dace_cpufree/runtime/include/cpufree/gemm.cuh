@@ -263,7 +263,7 @@ __device__ inline WorkUnit work_unit(const Schedule &s, long long w) {
 }
 // The same, out of line: the CUTLASS tile's loop, which a kernel's bounded build runs at 168 registers, spilled more
 // with the stream schedule's arithmetic inlined (k3mm's bounded build: 160 bytes a thread and 848 of reloads, against
-// 136 and 516 before stream schedules and 120 and 216 out of line; inlined, k2mm's kernel was 6 us slower at S on an
+// 136 and 516 before stream schedules and 104 and 204 out of line; inlined, k2mm's kernel was 6 us slower at S on an
 // H200). The DMMA and cuBLASDx loops, with registers to spare, keep it inline (out of line, the unbounded build's
 // gemm and k2mm were 1-2 % slower at paper).
 template <typename Tile>
@@ -431,10 +431,9 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
     const typename Mma::IteratorA::Params params_a{LayoutA(lda)};
     const typename Mma::IteratorB::Params params_b{LayoutB(ldb)};
 
-    const long long work = s.units(gridDim.x);
+    const long long work = s.block_end(blockIdx.x, gridDim.x);
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {
         const WorkUnit u = work_unit_out_of_line<Tile>(s, w);
-        if (s.stream > 0 && u.count == 0) continue;  // a stream schedule's block with fewer pieces (the whole block)
         const KRange range = k_range<Tile>(u, K);
         const long long kbegin = range.begin, kend = range.end;
         typename Mma::FragmentC acc;
@@ -512,10 +511,9 @@ __device__ void gemm_tensor_dmma(long long M, long long N, long long K, double a
     const double *const b_frag = smem + S::kAElems + dmma::b_frag_offset(wn, lane);
     const long long a_step = dmma::kACopyRows * lda, b_step = dmma::kBCopyRows * ldb;  // between a thread's copies
 
-    const long long work = s.units(gridDim.x);
+    const long long work = s.block_end(blockIdx.x, gridDim.x);
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {
         const WorkUnit u = work_unit<Tile>(s, w);
-        if (s.stream > 0 && u.count == 0) continue;  // a stream schedule's block with fewer pieces (the whole block)
         const KRange range = k_range<Tile>(u, K);
         const long long kbegin = range.begin, kend = range.end;
         const int k_tiles = kend > kbegin ? int((kend - kbegin + TK - 1) / TK) : 0;
@@ -671,10 +669,9 @@ __device__ void gemm_tensor_cublasdx(long long M, long long N, long long K, T al
     const bool vec_a = !transA && vector_copies_ok(A, lda, K);
     const bool vec_b = !transB && vector_copies_ok(B, ldb, N);
 
-    const long long work = s.units(gridDim.x);
+    const long long work = s.block_end(blockIdx.x, gridDim.x);
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {
         const WorkUnit u = work_unit<Tile>(s, w);
-        if (s.stream > 0 && u.count == 0) continue;  // a stream schedule's block with fewer pieces (the whole block)
         const long long m0 = u.m0, n0 = u.n0, kt_begin = u.first, nk = u.count;
 
         auto stage = [&](long long step) {  // copy K step `step` of this range into its stage buffer

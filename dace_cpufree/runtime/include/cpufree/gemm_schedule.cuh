@@ -25,19 +25,32 @@ struct Schedule {
     int k_tiles_per_split;  // TileK steps per K range of a split tile
     int whole;              // tiles run with all of K: the first `whole` in visiting order; the rest are split
     int stream;             // a stream schedule's TileK steps per block (0: not one)
-    // A stream schedule's units per block (some empty: count 0): a bound on the tiles a run of `stream` steps
-    // touches. Exact where `stream` is a multiple of k_tiles; where gcd(stream, k_tiles) > 1 no run may start at the
-    // offset that touches the most, and the bound (and the cost rule with it) can count one unit too many.
-    // Worked out where asked, not kept: every field is live in the tile loops.
-    CPUFREE_HD int pieces() const {
-        const int most = stream % k_tiles == 0 ? stream / k_tiles : (stream - 1) / k_tiles + 2;
-        return most < tiles ? most : tiles;
-    }
+    // A stream schedule's units per block (some empty: count 0): stream_pieces(stream, k_tiles, tiles). Worked out
+    // where asked, not kept: every field is live in the tile loops.
+    CPUFREE_HD int pieces() const;
     // Work units in all, on the `blocks` the schedule was made for.
     CPUFREE_HD long long units(long long blocks) const {
         return stream > 0 ? pieces() * blocks : whole + (long long)(tiles - whole) * splits;
     }
+    // Where block `b`'s units end (it takes w = b, b + blocks, ... below it): units(blocks), but for a stream
+    // schedule the pieces up to its run's last tile, so that no block iterates over empty ones.
+    CPUFREE_HD long long block_end(long long b, long long blocks) const {
+        if (stream == 0) return units(blocks);
+        const long long total = (long long)tiles * k_tiles, begin = b * stream;
+        if (begin >= total) return b;
+        const long long end = begin + stream < total ? begin + stream : total;
+        return b + ((end - 1) / k_tiles - begin / k_tiles + 1) * blocks;
+    }
 };
+
+// The most units a stream schedule's run of `per` steps takes, a bound on the tiles it touches: exact where `per` is
+// a multiple of k_tiles; where gcd(per, k_tiles) > 1 no run may start at the offset that touches the most, and the
+// bound (and the cost rule with it) can count one unit too many.
+CPUFREE_HD inline int stream_pieces(long long per, int k_tiles, int tiles) {
+    const long long most = per % k_tiles == 0 ? per / k_tiles : (per - 1) / k_tiles + 2;
+    return int(most < tiles ? most : tiles);
+}
+CPUFREE_HD inline int Schedule::pieces() const { return stream_pieces(stream, k_tiles, tiles); }
 
 // Fewest TileK steps a K range keeps when split: below this, the atomics cost more than the extra blocks win.
 constexpr long long kMinKTilesPerSplit = 8;
@@ -106,13 +119,12 @@ CPUFREE_HD inline Schedule make_schedule(long long M, long long N, long long K, 
     if (s.splits == 1) s.whole = s.tiles;
     if (forced <= 0 && s.splits > 1 && s.whole == 0) {  // every tile split: C is scaled and added to either way
         const long long steps = (long long)s.tiles * s.k_tiles, per = (steps + blocks - 1) / blocks;
-        Schedule stream = s;
-        stream.stream = int(per);
         const long long waves = ((long long)s.tiles * s.splits + blocks - 1) / blocks;
         const long long split_cost = waves * (s.k_tiles_per_split + kUnitSteps);
         // work_unit's int arithmetic reaches blocks * per + 3 k_tiles < steps + blocks + 3 k_tiles: below 2^31
         const bool fits_int = steps + blocks + 3LL * s.k_tiles < (1LL << 31);
-        if (per >= kMinKTilesPerSplit && fits_int && per + stream.pieces() * kUnitSteps < split_cost)
+        const long long stream_cost = per + stream_pieces(per, s.k_tiles, s.tiles) * kUnitSteps;
+        if (per >= kMinKTilesPerSplit && fits_int && stream_cost < split_cost)
             s.stream = int(per);
     }
     return s;
@@ -137,7 +149,8 @@ struct WorkUnit {
     long long m0, n0, first, count;
     bool split;
 };
-// Piece w / blocks of block w % blocks's run of a stream schedule's steps; count 0 past the run's last tile.
+// Piece w / blocks of block w % blocks's run of a stream schedule's steps; count 0 past the run's last tile
+// (Schedule::block_end stops the tile loops before those).
 template <int TileM, int TileN>
 CPUFREE_HD inline WorkUnit stream_unit(const Schedule &s, long long w, long long blocks) {
     WorkUnit u;

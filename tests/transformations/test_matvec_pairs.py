@@ -143,6 +143,8 @@ def test_nvcc_builds_the_one_pass_with_vector_and_scalar_loads(arch, tmp_path):
         assert re.search(rf"ld\.global\.cs\.(nc\.)?{vector}", ptx)  # 16-byte streamed loads of A
         assert re.search(r"ld\.global\.cs\.(nc\.)?f(64|32)", ptx)  # the scalar form for unaligned rows
         assert re.search(r"red\.global\.add\.f(64|32)|atom\.global\.add\.f(64|32)", ptx)
+        if program is chained:  # its first pass leaves A in the L2 cache for the second: plain 16-byte loads too
+            assert re.search(r"ld\.global\.(nc\.)?v2\.f64", ptx)
 
 
 @pytest.mark.gpu

@@ -24,7 +24,9 @@
 //     cpufree::gemv_chain(rows, cols, A, lda, x, t, y)
 //
 // computes t = A @ x, then y = t @ A (atax): the second needs all of t, so it makes the two passes, one grid sync
-// between them, each the streamed pass above with one output.
+// between them, each the streamed pass above with one output. The first pass leaves A in the L2 cache as it reads
+// it (not streamed), and the second takes each warp's run backward: it starts on the rows the first read last,
+// which the cache still holds where A is not much larger than it.
 #pragma once
 
 #if defined(CPUFREE_EMULATE)
@@ -64,18 +66,30 @@ constexpr int kLanes = 32;  // the shuffles below are CUDA's (HIP takes the plai
 constexpr int kRows = 8;    // rows in flight per warp, summed across the warp in one exchange
 constexpr int kLoads = 4;   // 16-byte loads per lane and row (a warp reads 2 KiB of each row; 1 KiB: 12 % slower)
 
-// V elements from p: one 16-byte load (streamed: A is read once) when V * sizeof(T) == 16, else V loads.
-template <typename T, int V>
+// Where a pass over A leaves it in the L2 cache: streamed (evicted first: A is read once), or kept (the second pass
+// of a chain reads first what the first pass read last).
+enum class Cache { kStream, kKeep };
+
+template <Cache C, typename L>
+__device__ inline L load_one(const L *p) {
+    if constexpr (C == Cache::kStream)
+        return __ldcs(p);
+    else
+        return *p;
+}
+
+// V elements from p: one 16-byte load when V * sizeof(T) == 16, else V loads.
+template <typename T, int V, Cache C>
 __device__ inline void load(const T *p, T (&v)[V]) {
     if constexpr (V == 2 && sizeof(T) == 8) {
-        const double2 d = __ldcs(reinterpret_cast<const double2 *>(p));
+        const double2 d = load_one<C>(reinterpret_cast<const double2 *>(p));
         v[0] = d.x, v[1] = d.y;
     } else if constexpr (V == 4 && sizeof(T) == 4) {
-        const float4 f = __ldcs(reinterpret_cast<const float4 *>(p));
+        const float4 f = load_one<C>(reinterpret_cast<const float4 *>(p));
         v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
     } else {
 #pragma unroll
-        for (int k = 0; k < V; ++k) v[k] = __ldcs(p + k);
+        for (int k = 0; k < V; ++k) v[k] = load_one<C>(p + k);
     }
 }
 
@@ -112,8 +126,10 @@ __device__ inline int row_of_lane(int lane) {
 }
 
 // The pass over A, V elements per load (16 bytes, or 1 where A's rows are not 16-byte aligned), for Ax (Right)
-// and yA (Left); the outputs it adds to are zero.
-template <typename T, int V, bool Right, bool Left>
+// and yA (Left); the outputs it adds to are zero. Backward: each warp takes its run from its end (the rows of a
+// group in the same groups as forward), so that a pass after one that kept A in the L2 cache (Cache::kKeep) starts
+// on the rows that pass read last.
+template <typename T, int V, bool Right, bool Left, Cache C, bool Backward>
 __device__ void gemv_stream(long long rows, long long cols, const T *A, long long lda, const T *x, const T *y,
                             T *Ax, T *yA) {
     constexpr int U = V == 1 ? 4 : kLoads;  // loads per lane and row
@@ -122,12 +138,21 @@ __device__ void gemv_stream(long long rows, long long cols, const T *A, long lon
     if (warp >= warps) return;  // the threads of a partial last warp take no share
     const long long all = (long long)gridDim.x * warps, me = (long long)blockIdx.x * warps + warp;
     const long long strips = (cols + Strip - 1) / Strip, work = strips * rows;
-    const long long end = work / all * (me + 1) + (me + 1 < work % all ? me + 1 : work % all);
-    long long t = work / all * me + (me < work % all ? me : work % all);
-    while (t < end) {
-        const long long strip = t / rows, first = t % rows;
-        const long long last = first + (end - t) < rows ? first + (end - t) : rows;
-        t += last - first;
+    long long hi = work / all * (me + 1) + (me + 1 < work % all ? me + 1 : work % all);
+    long long lo = work / all * me + (me < work % all ? me : work % all);
+    while (lo < hi) {  // the run's pieces within one strip each: [lo, ...) forward, [..., hi) backward
+        long long piece;
+        if constexpr (Backward) {
+            const long long start = (hi - 1) / rows * rows;
+            piece = hi - (start > lo ? start : lo);
+            hi -= piece;
+        } else {
+            const long long stop = (lo / rows + 1) * rows;
+            piece = (stop < hi ? stop : hi) - lo;
+            lo += piece;
+        }
+        const long long at = Backward ? hi : lo - piece;
+        const long long strip = at / rows, first = at % rows, last = first + piece;
         long long col[U];
         bool in[U];
         T xs[U][V], acc[U][V];
@@ -138,7 +163,9 @@ __device__ void gemv_stream(long long rows, long long cols, const T *A, long lon
 #pragma unroll
             for (int k = 0; k < V; ++k) xs[u][k] = Right && in[u] ? x[col[u] + k] : T(0), acc[u][k] = T(0);
         }
-        for (long long i = first; i < last; i += kRows) {
+        const long long groups = (last - first + kRows - 1) / kRows;
+        for (long long g = 0; g < groups; ++g) {
+            const long long i = first + (Backward ? groups - 1 - g : g) * kRows;
             T a[kRows][U][V], ys[kRows], s[kRows];
 #pragma unroll
             for (int r = 0; r < kRows; ++r) {
@@ -147,7 +174,7 @@ __device__ void gemv_stream(long long rows, long long cols, const T *A, long lon
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
                     if (row_in && in[u])
-                        load<T, V>(A + (i + r) * lda + col[u], a[r][u]);
+                        load<T, V, C>(A + (i + r) * lda + col[u], a[r][u]);
                     else
 #pragma unroll
                         for (int k = 0; k < V; ++k) a[r][u][k] = T(0);
@@ -195,14 +222,14 @@ __device__ inline bool stream_start(T *o0, long long n0, T *o1, long long n1) {
 }
 
 // Runs gemv_stream with 16-byte loads where A's rows allow them.
-template <typename T, bool Right, bool Left>
+template <typename T, bool Right, bool Left, Cache C = Cache::kStream, bool Backward = false>
 __device__ inline void stream(long long rows, long long cols, const T *A, long long lda, const T *x, const T *y,
                               T *Ax, T *yA) {
     constexpr int V = 16 / sizeof(T);
     if ((reinterpret_cast<std::uintptr_t>(A) % 16 == 0) && lda % V == 0 && cols % V == 0)
-        gemv_stream<T, V, Right, Left>(rows, cols, A, lda, x, y, Ax, yA);
+        gemv_stream<T, V, Right, Left, C, Backward>(rows, cols, A, lda, x, y, Ax, yA);
     else
-        gemv_stream<T, 1, Right, Left>(rows, cols, A, lda, x, y, Ax, yA);
+        gemv_stream<T, 1, Right, Left, C, Backward>(rows, cols, A, lda, x, y, Ax, yA);
 }
 
 #endif  // CPUFREE_GEMV_STREAM
@@ -227,9 +254,11 @@ template <typename T, typename PA, typename PX, typename PTW, typename PY>
 __device__ inline void gemv_chain(long long rows, long long cols, PA A, long long lda, PX x, PTW t, PY y) {
 #if defined(CPUFREE_GEMV_STREAM)
     if (gemv_detail::stream_start<T>(t, rows, y, cols)) {
-        gemv_detail::stream<T, true, false>(rows, cols, A, lda, x, (const T *)nullptr, t, (T *)nullptr);
+        using gemv_detail::Cache;
+        gemv_detail::stream<T, true, false, Cache::kKeep>(rows, cols, A, lda, x, (const T *)nullptr, t, (T *)nullptr);
         cooperative_groups::this_grid().sync();
-        gemv_detail::stream<T, false, true>(rows, cols, A, lda, (const T *)nullptr, t, (T *)nullptr, y);
+        gemv_detail::stream<T, false, true, Cache::kStream, true>(rows, cols, A, lda, (const T *)nullptr, t,
+                                                                  (T *)nullptr, y);
         return;
     }
 #endif

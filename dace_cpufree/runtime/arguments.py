@@ -3,6 +3,7 @@ pointers of CuPy-like arrays, and what a call owns for an argument."""
 
 from __future__ import annotations
 
+import math
 import sys
 import warnings
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ class _Sizes:
 
     call: tuple  # the launch values, the symbol arguments' filled in
     strides: tuple
+    nbytes: tuple  # each input array's bytes
     returns: tuple
     symbols: dict  # the size symbols read off the shapes
 
@@ -223,6 +225,15 @@ class Signature:
         self._arrays = [(a.name, self.dtypes[a.name]) for a in inputs]
         self._array_slots = [slots[a.name] for a in inputs]
         self._written = [i for i, a in enumerate(inputs) if a.written]
+        # the pairs of input arrays of which one is written: where their memory overlaps, the common path leaves the
+        # call to the general one, which refuses it (shared_written_memory)
+        self._written_pairs = [
+            (i, j)
+            for i in range(len(inputs))
+            for j in range(i + 1, len(inputs))
+            if inputs[i].written or inputs[j].written
+        ]
+        self._given = {}  # keyword names in call order -> the size names among them (False: not the common kind)
         self._scalars = [(slots[a.name], a.name, _scalar_types(self.kinds[a.name])) for a in scalars]
         self._sizes = {}  # the input arrays' shapes -> what the common path needs for them (see _for_sizes)
         self._pointers = {}  # array type -> how its pointer is read (None: not by the common path)
@@ -249,17 +260,18 @@ class Signature:
         else ``None``. Raises only what checking a new set of sizes raises (``check_sizes``)."""
         if not self._quick:
             return None
-        sizes_given = ()
         if kwargs:
             if args:
                 return None
-            if kwargs.keys() != self._name_set:  # sizes beside the parameters, as NPBench calls: checked below
-                sizes_given = kwargs.keys() - self._name_set
-                if len(kwargs) - len(sizes_given) != len(self._name_set):
-                    return None
+            keys = tuple(kwargs)
+            sizes_given = self._given.get(keys)
+            if sizes_given is None:
+                sizes_given = self._given_for(keys)
+            if sizes_given is False:
+                return None
             values = kwargs
         elif len(args) == len(self.names):
-            values = dict(zip(self.names, args))
+            values, sizes_given = dict(zip(self.names, args)), ()
         else:
             return None
         pointers, arrays, reads, shapes = self._pointers, [], [], []
@@ -284,18 +296,19 @@ class Signature:
             if not is_integer(value) or sizes.symbols.get(name) != value:
                 return None
         call = list(sizes.call)
+        starts = []
         for slot, value, read, strides in zip(self._array_slots, arrays, reads, sizes.strides):
             if value.strides != strides:
                 return None
-            call[slot] = read(value)
-        for i in self._written:
-            if type(arrays[i]) is np.ndarray and not arrays[i].flags.writeable:
-                return None
-        if self._written and len(arrays) > 1:  # arrays sharing memory with a written one: the general path refuses
-            written = set(self._written)
-            pointers = [call[slot] for slot in self._array_slots]
-            spans = [(i, (p, p + a.nbytes), i in written, True) for i, (a, p) in enumerate(zip(arrays, pointers))]
-            if shared_written_memory(spans) is not None:
+            call[slot] = start = read(value)
+            starts.append(start)
+        if not self.device:
+            for i in self._written:
+                if not arrays[i].flags.writeable:
+                    return None
+        nbytes = sizes.nbytes
+        for i, j in self._written_pairs:  # memory shared with a written array: the general path refuses the call
+            if starts[i] < starts[j] + nbytes[j] and starts[j] < starts[i] + nbytes[i]:
                 return None
         for slot, name, takes in self._scalars:
             value = values[name]
@@ -312,6 +325,18 @@ class Signature:
                 returned.append(new(shape, dtype=dtype))
                 call[slot] = read(returned[-1])
         return call, returned
+
+    def _given_for(self, keys: tuple):
+        """The names among a call's keywords ``keys`` that are not parameters (sizes beside them, as NPBench passes
+        them; checked against the shapes by :meth:`quick`), or ``False`` where the keywords do not name every
+        parameter (kept per order of keywords)."""
+        given = tuple(k for k in keys if k not in self._name_set)
+        if len(keys) - len(given) != len(self._name_set):
+            given = False
+        if len(self._given) >= _KEPT_SIZES:
+            self._given.clear()
+        self._given[keys] = given
+        return given
 
     def _for_sizes(self, shapes: tuple):
         """What the common path needs for the input arrays' ``shapes`` (kept): the launch values that follow from
@@ -336,6 +361,7 @@ class Signature:
         sizes = _Sizes(
             call=tuple(call),
             strides=tuple(_c_strides(shape, dtype.itemsize) for shape, (_, dtype) in zip(shapes, self._arrays)),
+            nbytes=tuple(math.prod(shape) * dtype.itemsize for shape, (_, dtype) in zip(shapes, self._arrays)),
             returns=tuple((slots[n], self.shape(n, symbols), dtype) for n, dtype in self.returns),
             symbols=symbols,
         )

@@ -78,6 +78,11 @@ def test_sizes_named_beside_the_parameters_take_the_common_path_when_the_shapes_
         run(**args, N=4, M=6)
     with pytest.raises(ArgumentError, match=r"size 'N' is 4\.0 \(float\); sizes are integers\. Fix: pass N as an int"):
         run(**args, N=4.0)
+    # what the common path keeps per order of keywords: the same names in another order, a parameter left out
+    assert run._signature.quick((), dict(reversed(list(dict(args, N=4, M=5).items())))) is not None
+    missing = {k: v for k, v in dict(args, N=4, M=5).items() if k != "Y"}
+    for _ in range(2):
+        assert run._signature.quick((), dict(missing)) is None
 
 
 def test_returned_arrays_follow_the_sizes_of_each_call(ret):

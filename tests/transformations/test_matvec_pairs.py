@@ -150,7 +150,7 @@ def test_nvcc_builds_the_one_pass_with_vector_and_scalar_loads(arch, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("program", PAIRED + [chained], ids=lambda p: p.name)
 # an odd width takes the scalar loads (and float32 rows of 1202), the others 16-byte ones
-@pytest.mark.parametrize("size", [(37, 45), (1000, 1202), (4001, 3003), (18000, 2200)])
+@pytest.mark.parametrize("size", [(37, 45), (1000, 1202), (4001, 3003), (18000, 2200), (2003, 5120), (1500, 6002)])
 def test_results_match_numpy_on_gpu(program, size):
     args = _args(program, *size)
     _check(program, args, dace_cpufree.compile(program))

@@ -221,6 +221,86 @@ __device__ inline bool stream_start(T *o0, long long n0, T *o1, long long n1) {
     return false;
 }
 
+// The chain in one pass where the rows allow it (chain_one_pass_fits): a block owns a run of whole rows and takes
+// them one at a time, each thread holding up to kOnePassLoads 16-byte vectors of the row in registers (the next row's
+// loads issued before the current row is summed). Per row: each thread's products with x, summed over the warp and
+// then over the block's warps (one barrier a row: the warps' sums alternate between two slots), the row's t written
+// once, and the row, scaled by it, added to the thread's columns of y in registers; those are added to y atomically
+// once per block at the end. A is read once instead of twice; the outputs it adds to are zero.
+constexpr int kOnePassLoads = 10;  // 16-byte vectors per thread and row at most (5120 float64 at 256 threads)
+constexpr int kOnePassRows = 4;    // rows per block at least (fewer: the streamed passes share the work better)
+
+template <typename T>
+__device__ inline bool chain_one_pass_fits(long long rows, long long cols, const T *A, long long lda, const T *x) {
+    constexpr int V = 16 / sizeof(T);
+    return reinterpret_cast<std::uintptr_t>(A) % 16 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+           lda % V == 0 && cols % V == 0 && blockDim.x % kLanes == 0 && blockDim.x / kLanes <= kLanes &&
+           cols / V <= (long long)kOnePassLoads * blockDim.x && rows >= (long long)kOnePassRows * gridDim.x;
+}
+
+template <typename T>
+__device__ void chain_one_pass(long long rows, long long cols, const T *A, long long lda, const T *x, T *t, T *y) {
+    constexpr int V = 16 / sizeof(T), P = kOnePassLoads;
+    __shared__ T warp_sums[2][kLanes];
+    const int tid = threadIdx.x, lane = tid % kLanes, warp = tid / kLanes, warps = blockDim.x / kLanes;
+    const long long vecs = cols / V, per = rows / gridDim.x, extra = rows % gridDim.x, b = blockIdx.x;
+    const long long first = b * per + (b < extra ? b : extra), last = first + per + (b < extra ? 1 : 0);
+    T cur[P][V], next[P][V], acc[P][V];
+    auto load_row = [&](long long i, T(&a)[P][V]) {
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+            const long long c = tid + (long long)k * blockDim.x;
+            if (c < vecs)
+                load<T, V, Cache::kStream>(A + i * lda + c * V, a[k]);
+            else
+#pragma unroll
+                for (int e = 0; e < V; ++e) a[k][e] = T(0);
+        }
+    };
+    auto take_row = [&](long long i, const T(&a)[P][V]) {
+        T s = T(0);
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+            const long long c = tid + (long long)k * blockDim.x;
+            if (c < vecs)
+#pragma unroll
+                for (int e = 0; e < V; ++e) s += a[k][e] * x[c * V + e];
+        }
+#pragma unroll
+        for (int off = kLanes / 2; off >= 1; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+        T(&slot)[kLanes] = warp_sums[(i - first) & 1];
+        if (lane == 0) slot[warp] = s;
+        __syncthreads();  // a slot is written again two rows later, after the next row's barrier: all have read it
+        T ti = T(0);
+        for (int w = 0; w < warps; ++w) ti += slot[w];
+        if (tid == 0) t[i] = ti;
+#pragma unroll
+        for (int k = 0; k < P; ++k)
+#pragma unroll
+            for (int e = 0; e < V; ++e) acc[k][e] += ti * a[k][e];
+    };
+#pragma unroll
+    for (int k = 0; k < P; ++k)
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[k][e] = T(0);
+    if (first < last) load_row(first, cur);
+    for (long long i = first; i < last; i += 2) {  // two rows a round, so that the two buffers keep their registers
+        if (i + 1 < last) load_row(i + 1, next);
+        take_row(i, cur);
+        if (i + 1 < last) {
+            if (i + 2 < last) load_row(i + 2, cur);
+            take_row(i + 1, next);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+        const long long c = tid + (long long)k * blockDim.x;
+        if (c < vecs && first < last)
+#pragma unroll
+            for (int e = 0; e < V; ++e) atomicAdd(&y[c * V + e], acc[k][e]);
+    }
+}
+
 // Runs gemv_stream with 16-byte loads where A's rows allow them.
 template <typename T, bool Right, bool Left, Cache C = Cache::kStream, bool Backward = false>
 __device__ inline void stream(long long rows, long long cols, const T *A, long long lda, const T *x, const T *y,
@@ -254,6 +334,10 @@ template <typename T, typename PA, typename PX, typename PTW, typename PY>
 __device__ inline void gemv_chain(long long rows, long long cols, PA A, long long lda, PX x, PTW t, PY y) {
 #if defined(CPUFREE_GEMV_STREAM)
     if (gemv_detail::stream_start<T>(t, rows, y, cols)) {
+        if (gemv_detail::chain_one_pass_fits<T>(rows, cols, A, lda, x)) {
+            gemv_detail::chain_one_pass<T>(rows, cols, A, lda, x, t, y);
+            return;
+        }
         using gemv_detail::Cache;
         gemv_detail::stream<T, true, false, Cache::kKeep>(rows, cols, A, lda, x, (const T *)nullptr, t, (T *)nullptr);
         cooperative_groups::this_grid().sync();

@@ -23,10 +23,11 @@
 //
 //     cpufree::gemv_chain(rows, cols, A, lda, x, t, y)
 //
-// computes t = A @ x, then y = t @ A (atax): the second needs all of t, so it makes the two passes, one grid sync
-// between them, each the streamed pass above with one output. The first pass leaves A in the L2 cache as it reads
-// it (not streamed), and the second takes each warp's run backward: it starts on the rows the first read last,
-// which the cache still holds where A is not much larger than it.
+// computes t = A @ x, then y = t @ A (atax): the second needs all of t. Where a row fits the registers of a block
+// (chain_one_pass_fits), in one pass: a block owns whole rows and sums each over the block before adding it, scaled,
+// to its part of y (chain_one_pass). Otherwise in two passes, one grid sync between them, each the streamed pass
+// above with one output: the first leaves A in the L2 cache as it reads it (not streamed), and the second takes each
+// warp's run backward, so that it starts on the rows the first read last, which the cache still holds.
 #pragma once
 
 #if defined(CPUFREE_EMULATE)
@@ -327,9 +328,9 @@ __device__ inline void gemv_pair(long long rows, long long cols, PA A, long long
     gemv_detail::gemv_plain<T, true, true>(rows, cols, A, lda, x, y, Ax, yA);
 }
 
-// t = A @ x, then y = t @ A (atax: `(A @ x) @ A`): two passes over A, one grid sync between them (the second
-// product needs all of t). Streamed as gemv_pair's passes, each with one of its two outputs; elsewhere the plain
-// form's two halves.
+// t = A @ x, then y = t @ A (atax: `(A @ x) @ A`; the second product needs all of t): one pass over A where a row
+// fits a block's registers, else two, one grid sync between them, streamed as gemv_pair's passes with one of its two
+// outputs each; elsewhere (HIP, other types, the emulation) the plain form's two halves.
 template <typename T, typename PA, typename PX, typename PTW, typename PY>
 __device__ inline void gemv_chain(long long rows, long long cols, PA A, long long lda, PX x, PTW t, PY y) {
 #if defined(CPUFREE_GEMV_STREAM)

@@ -44,6 +44,11 @@ def chained(A: dace.float64[M, N], x: dace.float64[N], res: dace.float64[N]):
 
 
 @dace.program
+def chained_f32(A: dace.float32[M, N], x: dace.float32[N], res: dace.float32[N]):
+    res[:] = (A @ x) @ A
+
+
+@dace.program
 def shifted_chain(A: dace.float64[M, N], x: dace.float64[N], res: dace.float64[N]):
     res[:] = (A @ x + 1.0) @ A
 
@@ -70,11 +75,12 @@ def _args(program, m=37, n=45, dtype=np.float64, seed=3):
         "both_sides_f32": [(m, n), (n,), (m,), (m,), (n,)],
         "accumulated": [(n, n), (n,), (n,), (n,), (n,)],
         "chained": [(m, n), (n,), (n,)],
+        "chained_f32": [(m, n), (n,), (n,)],
         "shifted_chain": [(m, n), (n,), (n,)],
         "two_matrices": [(m, n), (m, n), (n,), (m,), (m,), (n,)],
         "written_between": [(m, n), (n,), (m,), (m,), (n,)],
     }[program.f.__name__]
-    dtype = np.float32 if program is both_sides_f32 else dtype
+    dtype = np.float32 if program in (both_sides_f32, chained_f32) else dtype
     return [rng.standard_normal(s).astype(dtype) for s in shapes]
 
 
@@ -120,7 +126,7 @@ def test_different_or_changed_operands_keep_their_steps(program):
     assert not _pairs(source) and not _pairs(source, "chain")
 
 
-@pytest.mark.parametrize("program", PAIRED + [chained] + UNPAIRED, ids=lambda p: p.name)
+@pytest.mark.parametrize("program", PAIRED + [chained, chained_f32] + UNPAIRED, ids=lambda p: p.name)
 @pytest.mark.parametrize("order", ["forward", "shuffle"])
 def test_results_match_numpy_under_the_race_checker(program, order):
     args = _args(program)
@@ -131,7 +137,7 @@ def test_results_match_numpy_under_the_race_checker(program, order):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_nvcc_builds_the_one_pass_with_vector_and_scalar_loads(arch, tmp_path):
     nvcc = find_nvcc() or pytest.skip("no nvcc")
-    for program in (both_sides, both_sides_f32, chained):
+    for program in (both_sides, both_sides_f32, chained, chained_f32):
         source = dace_cpufree.kernel_source(program)
         src = tmp_path / f"{program.name}.cu"
         src.write_text(source.code)
@@ -139,17 +145,19 @@ def test_nvcc_builds_the_one_pass_with_vector_and_scalar_loads(arch, tmp_path):
         proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-3000:]
         ptx = (tmp_path / "p.ptx").read_text()
-        vector = r"v4\.f32" if program is both_sides_f32 else r"v2\.f64"
+        vector = r"v4\.f32" if program in (both_sides_f32, chained_f32) else r"v2\.f64"
         assert re.search(rf"ld\.global\.cs\.(nc\.)?{vector}", ptx)  # 16-byte streamed loads of A
         assert re.search(r"ld\.global\.cs\.(nc\.)?f(64|32)", ptx)  # the scalar form for unaligned rows
         assert re.search(r"red\.global\.add\.f(64|32)|atom\.global\.add\.f(64|32)", ptx)
-        if program is chained:  # its first pass leaves A in the L2 cache for the second: plain 16-byte loads too
-            assert re.search(r"ld\.global\.(nc\.)?v2\.f64", ptx)
+        if program in (chained, chained_f32):  # two passes: the first leaves A in the L2 cache, plain 16-byte loads
+            assert re.search(rf"ld\.global\.(nc\.)?{vector}", ptx)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("program", PAIRED + [chained], ids=lambda p: p.name)
-# an odd width takes the scalar loads (and float32 rows of 1202), the others 16-byte ones
+@pytest.mark.parametrize("program", PAIRED + [chained, chained_f32], ids=lambda p: p.name)
+# an odd width takes the scalar loads (and float32 rows of 1202), the others 16-byte ones; the chains take one pass
+# where a block gets 4 rows or more and a row fits its registers (on a GPU of 132 multiprocessors and 256 threads a
+# block: 1000 x 1202, 18000 x 2200, 2003 x 5120 in float64), two passes elsewhere (6002 columns just beyond)
 @pytest.mark.parametrize("size", [(37, 45), (1000, 1202), (4001, 3003), (18000, 2200), (2003, 5120), (1500, 6002)])
 def test_results_match_numpy_on_gpu(program, size):
     args = _args(program, *size)

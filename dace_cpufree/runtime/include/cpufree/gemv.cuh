@@ -232,10 +232,10 @@ constexpr int kOnePassLoads = 10;  // 16-byte vectors per thread and row at most
 constexpr int kOnePassRows = 4;    // rows per block at least (fewer: the streamed passes share the work better)
 
 template <typename T>
-__device__ inline bool chain_one_pass_fits(long long rows, long long cols, const T *A, long long lda, const T *x) {
+__device__ inline bool chain_one_pass_fits(long long rows, long long cols, const T *A, long long lda) {
     constexpr int V = 16 / sizeof(T);
-    return reinterpret_cast<std::uintptr_t>(A) % 16 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
-           lda % V == 0 && cols % V == 0 && blockDim.x % kLanes == 0 && blockDim.x / kLanes <= kLanes &&
+    return reinterpret_cast<std::uintptr_t>(A) % 16 == 0 && lda % V == 0 && cols % V == 0 &&
+           blockDim.x % kLanes == 0 && blockDim.x / kLanes <= kLanes &&
            cols / V <= (long long)kOnePassLoads * blockDim.x && rows >= (long long)kOnePassRows * gridDim.x;
 }
 
@@ -335,7 +335,7 @@ template <typename T, typename PA, typename PX, typename PTW, typename PY>
 __device__ inline void gemv_chain(long long rows, long long cols, PA A, long long lda, PX x, PTW t, PY y) {
 #if defined(CPUFREE_GEMV_STREAM)
     if (gemv_detail::stream_start<T>(t, rows, y, cols)) {
-        if (gemv_detail::chain_one_pass_fits<T>(rows, cols, A, lda, x)) {
+        if (gemv_detail::chain_one_pass_fits<T>(rows, cols, A, lda)) {
             gemv_detail::chain_one_pass<T>(rows, cols, A, lda, x, t, y);
             return;
         }

@@ -96,7 +96,7 @@ def array_value(program: str, arg, value, rank: int, declared: str, dtype) -> ob
 _SCALAR_TYPES = (bool, int, float, complex, np.bool_, np.float16, np.float32, np.float64, np.complex64, np.complex128)
 _SCALAR_TYPES += tuple(np.dtype(c).type for c in "bhilqBHILQ")
 _INT_RANGE = (-(1 << 63), 1 << 64)  # Python ints NumPy reads as a fixed-size integer (others: object arrays)
-_KEPT_SIZES = 256  # sets of shapes the common path keeps what it worked out for (then it starts afresh)
+_KEPT_SIZES = 256  # sets of shapes (and orders of keywords) the common path keeps what it worked out for, at most
 
 
 def _scalar_types(arg) -> dict:
@@ -225,8 +225,8 @@ class Signature:
         self._arrays = [(a.name, self.dtypes[a.name]) for a in inputs]
         self._array_slots = [slots[a.name] for a in inputs]
         self._written = [i for i, a in enumerate(inputs) if a.written]
-        # the pairs of input arrays of which one is written: where their memory overlaps, the common path leaves the
-        # call to the general one, which refuses it (shared_written_memory)
+        # the pairs of input arrays of which at least one is written: where their memory overlaps, the common path
+        # leaves the call to the general one, which refuses it (shared_written_memory)
         self._written_pairs = [
             (i, j)
             for i in range(len(inputs))

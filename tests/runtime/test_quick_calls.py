@@ -83,6 +83,7 @@ def test_sizes_named_beside_the_parameters_take_the_common_path_when_the_shapes_
     missing = {k: v for k, v in dict(args, N=4, M=5).items() if k != "Y"}
     for _ in range(2):
         assert run._signature.quick((), dict(missing)) is None
+    assert run._signature._given[tuple(missing)] is False  # kept for that order of keywords
 
 
 def test_returned_arrays_follow_the_sizes_of_each_call(ret):

@@ -155,9 +155,10 @@ def test_nvcc_builds_the_one_pass_with_vector_and_scalar_loads(arch, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("program", PAIRED + [chained, chained_f32], ids=lambda p: p.name)
-# an odd width takes the scalar loads (and float32 rows of 1202), the others 16-byte ones; the chains take one pass
-# where a block gets 4 rows or more and a row fits its registers (on a GPU of 132 multiprocessors and 256 threads a
-# block: 1000 x 1202, 18000 x 2200, 2003 x 5120 in float64), two passes elsewhere (6002 columns just beyond)
+# an odd width takes the scalar loads (and float32 rows of 1202), the others 16-byte ones; the chains are meant to
+# take one pass where a block gets 4 rows or more and a row fits its registers (with 132 blocks of 256 threads:
+# 1000 x 1202, 18000 x 2200, 2003 x 5120 in float64), two passes elsewhere (6002 columns just beyond); which one ran
+# is not checked here
 @pytest.mark.parametrize("size", [(37, 45), (1000, 1202), (4001, 3003), (18000, 2200), (2003, 5120), (1500, 6002)])
 def test_results_match_numpy_on_gpu(program, size):
     args = _args(program, *size)

@@ -23,11 +23,13 @@
 //
 //     cpufree::gemv_chain(rows, cols, A, lda, x, t, y)
 //
-// computes t = A @ x, then y = t @ A (atax): the second needs all of t. Where a row fits the registers of a block
-// (chain_one_pass_fits), in one pass: a block owns whole rows and sums each over the block before adding it, scaled,
-// to its part of y (chain_one_pass). Otherwise in two passes, one grid sync between them, each the streamed pass
-// above with one output: the first leaves A in the L2 cache as it reads it (not streamed), and the second takes each
-// warp's run backward, so that it starts on the rows the first read last, which the cache still holds.
+// computes t = A @ x, then y = t @ A (atax): the second needs all of t. Where A's rows are 16-byte aligned, a row
+// fits the registers of a block and every block gets at least kOnePassRows rows (chain_one_pass_fits), in one pass:
+// a block owns whole rows, sums each over the block and adds it, scaled, to the block's partial y in registers, which
+// is added to y atomically once per block (chain_one_pass). Otherwise in two passes, one grid sync between them,
+// each the streamed pass above with one output: the first leaves A in the L2 cache as it reads it (not streamed),
+// and the second takes each warp's run backward, so that it starts on the rows the first read last, which the cache
+// still holds.
 #pragma once
 
 #if defined(CPUFREE_EMULATE)
@@ -127,8 +129,8 @@ __device__ inline int row_of_lane(int lane) {
 }
 
 // The pass over A, V elements per load (16 bytes, or 1 where A's rows are not 16-byte aligned), for Ax (Right)
-// and yA (Left); the outputs it adds to are zero. Backward: each warp takes its run from its end (the rows of a
-// group in the same groups as forward), so that a pass after one that kept A in the L2 cache (Cache::kKeep) starts
+// and yA (Left); the outputs it adds to are zero. Backward: each warp takes its run from its end (the same groups of
+// kRows rows as forward, the last first), so that a pass after one that kept A in the L2 cache (Cache::kKeep) starts
 // on the rows that pass read last.
 template <typename T, int V, bool Right, bool Left, Cache C, bool Backward>
 __device__ void gemv_stream(long long rows, long long cols, const T *A, long long lda, const T *x, const T *y,
@@ -284,7 +286,7 @@ __device__ void chain_one_pass(long long rows, long long cols, const T *A, long 
     for (int k = 0; k < P; ++k)
 #pragma unroll
         for (int e = 0; e < V; ++e) acc[k][e] = T(0);
-    if (first < last) load_row(first, cur);
+    load_row(first, cur);  // every block has kOnePassRows rows or more (chain_one_pass_fits)
     for (long long i = first; i < last; i += 2) {  // two rows a round, so that the two buffers keep their registers
         if (i + 1 < last) load_row(i + 1, next);
         take_row(i, cur);
@@ -296,7 +298,7 @@ __device__ void chain_one_pass(long long rows, long long cols, const T *A, long 
 #pragma unroll
     for (int k = 0; k < P; ++k) {
         const long long c = tid + (long long)k * blockDim.x;
-        if (c < vecs && first < last)
+        if (c < vecs)
 #pragma unroll
             for (int e = 0; e < V; ++e) atomicAdd(&y[c * V + e], acc[k][e]);
     }
@@ -329,8 +331,9 @@ __device__ inline void gemv_pair(long long rows, long long cols, PA A, long long
 }
 
 // t = A @ x, then y = t @ A (atax: `(A @ x) @ A`; the second product needs all of t): one pass over A where a row
-// fits a block's registers, else two, one grid sync between them, streamed as gemv_pair's passes with one of its two
-// outputs each; elsewhere (HIP, other types, the emulation) the plain form's two halves.
+// fits a block's registers and every block gets rows enough (chain_one_pass_fits), else two, one grid sync between
+// them, streamed as gemv_pair's passes with one of its two outputs each; elsewhere (HIP, other types, the emulation)
+// the plain form's two halves.
 template <typename T, typename PA, typename PX, typename PTW, typename PY>
 __device__ inline void gemv_chain(long long rows, long long cols, PA A, long long lda, PX x, PTW t, PY y) {
 #if defined(CPUFREE_GEMV_STREAM)

@@ -69,6 +69,20 @@ constexpr int kLanes = 32;  // the shuffles below are CUDA's (HIP takes the plai
 constexpr int kRows = 8;    // rows in flight per warp, summed across the warp in one exchange
 constexpr int kLoads = 4;   // 16-byte loads per lane and row (a warp reads 2 KiB of each row; 1 KiB: 12 % slower)
 
+// Whether A's rows take 16-byte loads: they start 16-byte aligned and hold whole vectors (a load is wholly inside a
+// row or wholly outside).
+template <typename T>
+__device__ inline bool vector_rows(const T *A, long long lda, long long cols) {
+    constexpr int V = 16 / sizeof(T);
+    return reinterpret_cast<std::uintptr_t>(A) % 16 == 0 && lda % V == 0 && cols % V == 0;
+}
+
+// Where part `i` of `parts` even shares of `work` items starts (the first work % parts shares one item longer); it
+// ends where part i + 1 starts.
+__device__ inline long long share_start(long long work, long long parts, long long i) {
+    return work / parts * i + (i < work % parts ? i : work % parts);
+}
+
 // Where a pass over A leaves it in the L2 cache: streamed (evicted first: A is read once), or kept (the second pass
 // of a chain reads first what the first pass read last).
 enum class Cache { kStream, kKeep };
@@ -141,8 +155,7 @@ __device__ void gemv_stream(long long rows, long long cols, const T *A, long lon
     if (warp >= warps) return;  // the threads of a partial last warp take no share
     const long long all = (long long)gridDim.x * warps, me = (long long)blockIdx.x * warps + warp;
     const long long strips = (cols + Strip - 1) / Strip, work = strips * rows;
-    long long hi = work / all * (me + 1) + (me + 1 < work % all ? me + 1 : work % all);
-    long long lo = work / all * me + (me < work % all ? me : work % all);
+    long long lo = share_start(work, all, me), hi = share_start(work, all, me + 1);
     while (lo < hi) {  // the run's pieces within one strip each: [lo, ...) forward, [..., hi) backward
         long long piece;
         if constexpr (Backward) {
@@ -236,8 +249,7 @@ constexpr int kOnePassRows = 4;    // rows per block at least (fewer: the stream
 template <typename T>
 __device__ inline bool chain_one_pass_fits(long long rows, long long cols, const T *A, long long lda) {
     constexpr int V = 16 / sizeof(T);
-    return reinterpret_cast<std::uintptr_t>(A) % 16 == 0 && lda % V == 0 && cols % V == 0 &&
-           blockDim.x % kLanes == 0 && blockDim.x / kLanes <= kLanes &&
+    return vector_rows(A, lda, cols) && blockDim.x % kLanes == 0 && blockDim.x / kLanes <= kLanes &&
            cols / V <= (long long)kOnePassLoads * blockDim.x && rows >= (long long)kOnePassRows * gridDim.x;
 }
 
@@ -246,8 +258,8 @@ __device__ void chain_one_pass(long long rows, long long cols, const T *A, long 
     constexpr int V = 16 / sizeof(T), P = kOnePassLoads;
     __shared__ T warp_sums[2][kLanes];
     const int tid = threadIdx.x, lane = tid % kLanes, warp = tid / kLanes, warps = blockDim.x / kLanes;
-    const long long vecs = cols / V, per = rows / gridDim.x, extra = rows % gridDim.x, b = blockIdx.x;
-    const long long first = b * per + (b < extra ? b : extra), last = first + per + (b < extra ? 1 : 0);
+    const long long vecs = cols / V, first = share_start(rows, gridDim.x, blockIdx.x);
+    const long long last = share_start(rows, gridDim.x, blockIdx.x + 1);
     T cur[P][V], next[P][V], acc[P][V];
     auto load_row = [&](long long i, T(&a)[P][V]) {
 #pragma unroll
@@ -269,8 +281,8 @@ __device__ void chain_one_pass(long long rows, long long cols, const T *A, long 
 #pragma unroll
                 for (int e = 0; e < V; ++e) s += a[k][e] * x[c * V + e];
         }
-#pragma unroll
-        for (int off = kLanes / 2; off >= 1; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+        T one[1] = {s};
+        s = sum_rows<T, 1>(one, lane);  // the warp's sum, complete in lane 0, which writes it
         T(&slot)[kLanes] = warp_sums[(i - first) & 1];
         if (lane == 0) slot[warp] = s;
         __syncthreads();  // a slot is written again two rows later, after the next row's barrier: all have read it
@@ -309,7 +321,7 @@ template <typename T, bool Right, bool Left, Cache C = Cache::kStream, bool Back
 __device__ inline void stream(long long rows, long long cols, const T *A, long long lda, const T *x, const T *y,
                               T *Ax, T *yA) {
     constexpr int V = 16 / sizeof(T);
-    if ((reinterpret_cast<std::uintptr_t>(A) % 16 == 0) && lda % V == 0 && cols % V == 0)
+    if (vector_rows(A, lda, cols))
         gemv_stream<T, V, Right, Left, C, Backward>(rows, cols, A, lda, x, y, Ax, yA);
     else
         gemv_stream<T, 1, Right, Left, C, Backward>(rows, cols, A, lda, x, y, Ax, yA);

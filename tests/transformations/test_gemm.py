@@ -54,6 +54,18 @@ def padded(A: dace.float64[M, K + 2], B: dace.float64[K, N + 4], C: dace.float64
     C[:] = A[:, :K] @ B[:, :N]  # rows longer than the operands: leading dimensions K + 2, N + 4
 
 
+@dace.program
+def repeated(A: dace.float64[M, K], B: dace.float64[K, N], C: dace.float64[M, N]):
+    for _ in range(3):  # one product site taken three times in a launch
+        C[:] = 0.5 * C + A @ B
+
+
+@dace.program
+def independent(A: dace.float64[M, K], B: dace.float64[K, N], C: dace.float64[M, N], D: dace.float64[M, N]):
+    C[:] = A @ B  # two products that share no output
+    D[:] = 2.0 * D - A @ B
+
+
 R, Q = (dace.symbol(s) for s in "RQ")
 
 
@@ -71,6 +83,8 @@ def _inputs(program, dtype=np.float64, m=37, n=29, k=41, seed=5):
         "transposed_right": ((m, k), (n, k), (m, n)),
         "chain": ((m, k), (k, n), (n, m), (m, m)),
         "padded": ((m, k + 2), (k, n + 4), (m, n)),
+        "repeated": ((m, k), (k, n), (m, n)),
+        "independent": ((m, k), (k, n), (m, n), (m, n)),
     }[program.f.__name__]
     return [rng.standard_normal(s).astype(dtype) for s in shapes]
 
@@ -276,15 +290,19 @@ def test_program_names_do_not_clash_with_the_launchers_own():
 
 
 @pytest.mark.parametrize(
-    "program", [product, transposed, transposed_left, transposed_right, chain], ids=lambda p: p.name
+    "program",
+    [product, transposed, transposed_left, transposed_right, chain, repeated, independent],
+    ids=lambda p: p.name,
 )
 @pytest.mark.parametrize("order", ["forward", "shuffle"])
 def test_products_match_numpy_under_the_race_checker(program, order):
     dtype = np.float32 if program is chain else np.float64
     args = _inputs(program, dtype)
-    want = _expected(program, args)
+    want = [a.copy() for a in args]
+    program.f(*want)
     dace_cpufree.compile(program, backend="emulate", race_check=order)(*args)
-    np.testing.assert_allclose(args[-1], want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+    for got, expected in zip(args, want):  # every output (independent has two)
+        np.testing.assert_allclose(got, expected, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
 
 def test_operands_with_longer_rows_keep_their_leading_dimensions():
@@ -428,6 +446,31 @@ def test_stream_schedules_match_numpy_on_gpu(program, dtype, size):
         np.testing.assert_allclose(args[-1], want, rtol=1e-4, atol=2e-6 * float(np.abs(want).max()))
     else:
         np.testing.assert_allclose(args[-1], want, rtol=1e-11, atol=1e-13 * float(np.abs(want).max()))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("program", [repeated, independent], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "size, blocks",
+    [((130, 70, 3000), 0), ((200, 802, 900), 100), ((634, 1342, 1602), 100)],
+    ids=["every_tile_split", "stream", "last_wave_split"],
+)
+def test_split_products_taken_again_and_side_by_side_match_numpy_on_gpu(program, size, blocks):
+    """Split-K products in a loop (one call site taken three times in a launch, each time scaling its split tiles and
+    adding to them) and two products of one program, each launch twice: every output matches NumPy. Every tile split
+    (the default grid), a stream schedule and a split last wave (100 blocks)."""
+    run = dace_cpufree.compile(program)
+    try:
+        run.configure(max_blocks=blocks)
+        for seed in (5, 6):  # two launches
+            args = _inputs(program, np.float64, *size, seed=seed)
+            want = [a.copy() for a in args]
+            program.f(*want)
+            run(*args)
+            for got, expected in zip(args, want):
+                np.testing.assert_allclose(got, expected, rtol=1e-11, atol=1e-13 * float(np.abs(expected).max()))
+    finally:
+        run.configure(max_blocks=0)
 
 
 def _run_in_blocks(program, args, block_size: int, warns: bool) -> None:

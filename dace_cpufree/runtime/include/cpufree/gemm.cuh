@@ -348,13 +348,6 @@ __device__ inline void stage_tile(T *base, Layout layout, const T *X, long long 
     }
 }
 
-// Whether 16-byte copies are safe for an untransposed operand: its rows start 16-byte aligned and its
-// column count is a multiple of the vector (so a vector is wholly inside or wholly outside).
-template <typename T>
-__device__ inline bool vector_copies_ok(const T *X, long long ld, long long cols) {
-    constexpr long long kVec = 16 / sizeof(T);
-    return (reinterpret_cast<unsigned long long>(X) % 16 == 0) && ld % kVec == 0 && cols % kVec == 0;
-}
 
 // C = beta * C over the whole matrix (all threads of the grid): the first half of the skinny path's split-K.
 template <typename T>
@@ -666,8 +659,8 @@ __device__ void gemm_tensor_cublasdx(long long M, long long N, long long K, T al
     const Schedule s = start_schedule<Tile>(M, N, K, beta, C, ldc, forced_splits);
 
     // Operand extents as staged: op(A) is M x K, op(B) is K x N.
-    const bool vec_a = !transA && vector_copies_ok(A, lda, K);
-    const bool vec_b = !transB && vector_copies_ok(B, ldb, N);
+    const bool vec_a = !transA && rows_of_vectors(A, lda, K);  // 16-byte copies of an untransposed operand
+    const bool vec_b = !transB && rows_of_vectors(B, ldb, N);
 
     const long long work = s.block_end(blockIdx.x, gridDim.x);
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {

@@ -32,11 +32,12 @@
 // still holds.
 #pragma once
 
+#include "host_device.h"
+
 #if defined(CPUFREE_EMULATE)
 #include "emulate.h"
 #elif !defined(__HIP_PLATFORM_AMD__) && !defined(__HIPCC__)
 #include <cooperative_groups.h>
-#include <cstdint>
 #define CPUFREE_GEMV_STREAM
 #endif
 
@@ -68,14 +69,6 @@ __device__ inline void gemv_plain(long long rows, long long cols, PA A, long lon
 constexpr int kLanes = 32;  // the shuffles below are CUDA's (HIP takes the plain form)
 constexpr int kRows = 8;    // rows in flight per warp, summed across the warp in one exchange
 constexpr int kLoads = 4;   // 16-byte loads per lane and row (a warp reads 2 KiB of each row; 1 KiB: 12 % slower)
-
-// Whether A's rows take 16-byte loads: they start 16-byte aligned and hold whole vectors (a load is wholly inside a
-// row or wholly outside).
-template <typename T>
-__device__ inline bool vector_rows(const T *A, long long lda, long long cols) {
-    constexpr int V = 16 / sizeof(T);
-    return reinterpret_cast<std::uintptr_t>(A) % 16 == 0 && lda % V == 0 && cols % V == 0;
-}
 
 // Where part `i` of `parts` even shares of `work` items starts (the first work % parts shares one item longer); it
 // ends where part i + 1 starts.
@@ -239,7 +232,7 @@ __device__ inline bool stream_start(T *o0, long long n0, T *o1, long long n1) {
 
 // The chain in one pass where the rows allow it (chain_one_pass_fits): a block owns a run of whole rows and takes
 // them one at a time, each thread holding up to kOnePassLoads 16-byte vectors of the row in registers (the next row's
-// loads issued before the current row is summed). Per row: each thread's products with x, summed over the warp and
+// loads started before the current row is summed). Per row: each thread's products with x, summed over the warp and
 // then over the block's warps (one barrier a row: the warps' sums alternate between two slots), the row's t written
 // once, and the row, scaled by it, added to the thread's columns of y in registers; those are added to y atomically
 // once per block at the end. A is read once instead of twice; the outputs it adds to are zero.
@@ -249,7 +242,7 @@ constexpr int kOnePassRows = 4;    // rows per block at least (fewer: the stream
 template <typename T>
 __device__ inline bool chain_one_pass_fits(long long rows, long long cols, const T *A, long long lda) {
     constexpr int V = 16 / sizeof(T);
-    return vector_rows(A, lda, cols) && blockDim.x % kLanes == 0 && blockDim.x / kLanes <= kLanes &&
+    return rows_of_vectors(A, lda, cols) && blockDim.x % kLanes == 0 && blockDim.x / kLanes <= kLanes &&
            cols / V <= (long long)kOnePassLoads * blockDim.x && rows >= (long long)kOnePassRows * gridDim.x;
 }
 
@@ -321,7 +314,7 @@ template <typename T, bool Right, bool Left, Cache C = Cache::kStream, bool Back
 __device__ inline void stream(long long rows, long long cols, const T *A, long long lda, const T *x, const T *y,
                               T *Ax, T *yA) {
     constexpr int V = 16 / sizeof(T);
-    if (vector_rows(A, lda, cols))
+    if (rows_of_vectors(A, lda, cols))
         gemv_stream<T, V, Right, Left, C, Backward>(rows, cols, A, lda, x, y, Ax, yA);
     else
         gemv_stream<T, 1, Right, Left, C, Backward>(rows, cols, A, lda, x, y, Ax, yA);

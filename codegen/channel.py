@@ -101,7 +101,8 @@ class ChannelFacts:
     #: ``KernelSource.step_sources``)
     site_steps: dict = field(default_factory=dict)
     #: in a program that communicates: each wait for a peer's signal by its number (what a hang report names), as
-    #: ``"flags[0] at file:line"``; numbers 0 and 1 are an Allreduce's and a PE barrier's waits
+    #: ``(what, source)``, e.g. ``("SignalWait on flags[0]", "file:line")``; numbers 0 and 1 are an Allreduce's and a
+    #: PE barrier's waits
     waits: dict = field(default_factory=dict)
     #: cancel point number -> its program line, for points inside a step (a tile barrier between fused steps)
     site_sources: dict = field(default_factory=dict)
@@ -210,12 +211,13 @@ def wait_fact(flag: str, source: str) -> dict:
 
 
 def program_waits(sdfg) -> dict:
-    """The waits for peers' signals of a program, by number: ``"flags[0] at file:line"``."""
-    waits = {0: "an Allreduce's wait for a peer's values", 1: "PE barrier's wait for the peers' arrivals"}
+    """The waits for peers' signals of a program, by number: ``(what, source)``, e.g. ``("SignalWait on flags[0]",
+    "file:line")`` (``source`` empty where the program line is not known)."""
+    waits = {0: ("an Allreduce's wait for a peer's values", ""), 1: ("PE barrier's wait for the peers' arrivals", "")}
     for node, _ in sdfg.all_nodes_recursive():
         if isinstance(node, nodes.Tasklet) and (node.location or {}).get("cpufree_wait"):
             fact = json.loads(node.location["cpufree_wait"])
-            waits[fact["id"]] = f"SignalWait on {fact['flag']}" + (f" at {fact['source']}" if fact["source"] else "")
+            waits[fact["id"]] = (f"SignalWait on {fact['flag']}", fact["source"] or "")
     return waits
 
 

@@ -5,6 +5,7 @@ thread or blocks its placement names (the leader thread by default); each top-le
 copy. Inside a map the scope runs sequentially per thread (:mod:`.scopes`).
 """
 
+import dace
 from dace.sdfg import nodes
 from dace.sdfg.state import SDFGState
 
@@ -123,6 +124,8 @@ def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
     """A copy between two containers outside any map, as a grid-stride loop. A copy of one element runs on thread
     0 alone (the loop's only iteration), so it is a leader item: between it and the scalar tasklets around it
     (also the leader's) program order suffices, and no grid sync is placed."""
+    src, ssub, dst, dsub = memlets.ends(state, edge)
+    count = ssub.num_elements()
     run = whole_run_copy(ctx, state, edge)
     if run is not None:
         code, n = run
@@ -138,9 +141,8 @@ def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:
         reads,
         writes,
         Executor.LEADER if n == "1" else Executor.GRID,
-        work=n if not any(c.isalpha() for c in n.replace("long", "")) else None,
+        work=n if not dace.symbolic.issymbolic(count) else None,  # a number: the launcher sizes the grid by it
     )
-    src, ssub, dst, dsub = memlets.ends(state, edge)
     regions = [(src, "R", ssub), (dst, "W", dsub)]
     item.regions = tuple((c, m, sub) for c, m, sub in regions if c in device and sub is not None)
     if len(item.regions) != len(reads) + len(writes):

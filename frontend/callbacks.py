@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+import re
 from dataclasses import dataclass
 
 import dace
@@ -188,8 +189,9 @@ def host_callbacks(sdfg: dace.SDFG) -> list[HostCall]:
         _replace(state, node, fact, texts, reads, writes, in_edges, out_edges)
         rewritten.add((owner, func))
     for owner, func in rewritten:
+        named = re.compile(rf"\b{re.escape(func)}\b")  # a call left in a tasklet's code (DaCe's free symbols omit it)
         if func in owner.symbols and not any(
-            isinstance(n, nodes.Tasklet) and func in n.code.as_string for n, _ in owner.all_nodes_recursive()
+            isinstance(n, nodes.Tasklet) and named.search(n.code.as_string) for n, _ in owner.all_nodes_recursive()
         ):
             owner.remove_symbol(func)
             nsdfg = owner.parent_nsdfg_node

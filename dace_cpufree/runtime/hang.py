@@ -59,10 +59,10 @@ def _wait_report(host) -> KernelHang:
     communicates: this PE and its peers stopped."""
     facts = host.facts
     wait = host.hang_word("WAIT")
-    what = facts.waits.get(wait, f"wait {wait}")
+    kind, source = facts.waits.get(wait, (f"wait {wait}", ""))
+    what = f"{kind} at {source}" if source else kind
     pe, block = host.hang_word("PE"), host.hang_word("BLOCK")
     expected, value = host.hang_word("EXPECTED"), host.hang_word("VALUE")
-    source = what.rsplit(" at ", 1)[1] if " at " in what else ""
     return KernelHang(
         f"{host.program}: hang on PE {pe}: block {block} waited more than {facts.debug_waits:g} s in the {what} for "
         f"the flag to reach {expected}; it holds {value}. This PE and its peers stopped instead of hanging. Fix: the "

@@ -9,6 +9,7 @@ import dace
 import numpy as np
 import pytest
 from dace_cpufree.transformations.program_order import accesses
+from kernel_steps import items
 from programs import boundary_copies
 
 import dace_cpufree
@@ -178,3 +179,17 @@ def test_block_copies_match_numpy(backend):
     dace_cpufree.compile(block_copies, backend=backend)(a, b, c)
     np.testing.assert_array_equal(b, want_b)
     np.testing.assert_array_equal(c, want_c)
+
+
+@dace.program
+def fixed_and_sized_copies(A: dace.float64[N], B: dace.float64[N], C: dace.float64[16]):
+    C[:] = A[0:16]
+    B[:] = A
+
+
+def test_a_copy_of_a_fixed_count_sizes_the_grid_and_a_symbolic_one_does_not():
+    """A copy whose element count is a number hands it on as the step's work (the launcher sizes the grid by it);
+    one whose count depends on a size symbol hands on none (read off the symbolic count, not the printed code)."""
+    copies = [i for i in items(dace_cpufree.kernel_source(fixed_and_sized_copies)) if i.label.startswith("copy ")]
+    works = {i.label.split(" -> ")[1]: i.work for i in copies}
+    assert works == {"C": "16", "B": None}, works

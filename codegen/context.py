@@ -351,7 +351,3 @@ def _written_containers(sdfg: dace.SDFG) -> set[str]:
             name = views[name]
             written.add(name)
     return written
-
-
-def is_scope_local(ctx: KernelContext, node: nodes.Node) -> bool:
-    return isinstance(node, nodes.AccessNode) and node.data in ctx.local

@@ -2,4 +2,4 @@
 
 from .dialect import Dialect
 
-CUDA = Dialect(name="cuda", api="cuda", suffix=".cu", compiler="nvcc")
+CUDA = Dialect(name="cuda", api="cuda", suffix=".cu")

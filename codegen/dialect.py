@@ -18,13 +18,11 @@ class Dialect:
     :param name: ``"cuda"`` or ``"hip"``.
     :param api: prefix of the runtime API functions, types and enumerators.
     :param suffix: source file suffix.
-    :param compiler: the compiler executable.
     """
 
     name: str
     api: str
     suffix: str
-    compiler: str
 
     def translate(self, text: str) -> str:
         """Renames the CUDA runtime API in ``text`` to this dialect's."""

@@ -2,4 +2,4 @@
 
 from .dialect import Dialect
 
-HIP = Dialect(name="hip", api="hip", suffix=".hip.cpp", compiler="hipcc")
+HIP = Dialect(name="hip", api="hip", suffix=".hip.cpp")

@@ -56,8 +56,6 @@ ROCSHMEM_TYPES = {
 }
 #: The parts of the non-blocking form.
 PHASES = ("all", "start", "wait")
-#: Connectors the gather form adds (symmetric slots, flags, the round counter).
-GATHER_CONNECTORS = ("_slots", "_flags", "_round")
 
 
 def op_name(op, call: str) -> str:

@@ -21,13 +21,11 @@ class ShmemAPI:
     """Names of one SHMEM library's device API."""
 
     name: str  # implementation name of the library nodes
-    prefix: str  # "nvshmem" / "rocshmem"
     putmem: str  # block-cooperative contiguous put, "{nbi}" marks where "_nbi" goes
     putmem_signal: str  # block-cooperative contiguous put with signal
     putmem_warp: str  # warp/wavefront-cooperative contiguous put, "{nbi}" marks where "_nbi" goes
     signal_op: str  # one thread sets a remote flag: format(flag=, value=, pe=)
     signal_set: str  # the SET signal operator
-    cmp_ge: str  # the >= comparison
     quiet: str
     barrier_all: str  # one thread's PE-wide barrier (completes its updates too)
     iput: str  # one thread's strided put, format(t=type name); empty: the library has none
@@ -46,13 +44,11 @@ class ShmemAPI:
 
 NVSHMEM_API = ShmemAPI(
     name="NVSHMEM",
-    prefix="nvshmem",
     putmem="nvshmemx_putmem{nbi}_block",
     putmem_signal="nvshmemx_putmem_signal{nbi}_block",
     putmem_warp="nvshmemx_putmem{nbi}_warp",
     signal_op="nvshmemx_signal_op({flag}, {value}, NVSHMEM_SIGNAL_SET, {pe});",
     signal_set="NVSHMEM_SIGNAL_SET",
-    cmp_ge="NVSHMEM_CMP_GE",
     quiet="nvshmem_quiet();",
     # with the device <-> host channel a barrier a PE can leave (cpufree/channel.cuh): a stopped PE leaves none in it
     barrier_all="\n".join(
@@ -82,13 +78,11 @@ NVSHMEM_API = ShmemAPI(
 
 ROCSHMEM_API = ShmemAPI(
     name="ROCSHMEM",
-    prefix="rocshmem",
     putmem="rocshmem_putmem{nbi}_wg",
     putmem_signal="rocshmem_putmem_signal{nbi}_wg",
     putmem_warp="rocshmem_putmem{nbi}_wave",
     signal_op="rocshmem_uint64_atomic_set({flag}, {value}, {pe});",
     signal_set="ROCSHMEM_SIGNAL_SET",
-    cmp_ge="ROCSHMEM_CMP_GE",
     quiet="rocshmem_quiet();",
     barrier_all="rocshmem_barrier_all();",
     iput="",

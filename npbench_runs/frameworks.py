@@ -341,8 +341,6 @@ FRAMEWORKS = {
 DEFAULT_FRAMEWORKS = ["cupy", "dace_pure", "dace_cublas", "dace_cpufree", "dace_cpufree_plain"]
 #: What it compares instead on a machine without a GPU: NumPy and our kernel on the host emulation.
 HOST_FRAMEWORKS = ["numpy", "dace_cpufree_emulate"]
-#: The baseline of every speedup in the report (the paper's "DaCe-Pure").
-BASELINE = "dace_pure"
 
 
 def get(name: str) -> Framework:

@@ -128,18 +128,16 @@ def _compute_capability() -> tuple[int, int] | None:
     return _gpu0_attributes(75, 76)
 
 
-def compile_command(
-    backend: str, source: Path, output: Path, shared: bool = True, shmem: bool = False, flags: list[str] = ()
-) -> list[str]:
-    """The compiler command; ``shmem`` adds relocatable device code and the SHMEM library (:mod:`.shmem_build`),
-    ``flags`` go in front of the source (CUDA and the emulation)."""
+def compile_command(backend: str, source: Path, output: Path, shmem: bool = False, flags: list[str] = ()) -> list[str]:
+    """The command that compiles ``source`` into the shared library ``output``; ``shmem`` adds relocatable device
+    code and the SHMEM library (:mod:`.shmem_build`), ``flags`` go in front of the source (CUDA and the emulation)."""
     inc = f"-I{INCLUDE_DIR}"
-    extra, libs = shmem_flags(backend, shared) if shmem else ([], [])
+    extra, libs = shmem_flags(backend) if shmem else ([], [])
     if backend == "cuda":
         nvcc = find_nvcc()
         if nvcc is None:
             raise BuildError("nvcc was not found. Fix: install the CUDA toolkit or put nvcc on PATH.")
-        link = ["--shared", "-Xcompiler", "-fPIC"] if shared else ["-c"]
+        link = ["--shared", "-Xcompiler", "-fPIC"]
         return [
             nvcc,
             "-O3",
@@ -156,11 +154,11 @@ def compile_command(
             *libs,
         ]
     if backend == "hip":
-        link = ["-shared", "-fPIC"] if shared else ["-c"]
+        link = ["-shared", "-fPIC"]
         return ["hipcc", "-O3", "-std=c++17", inc, *extra, *link, str(source), "-o", str(output), *libs]
     if backend == "emulate":
         cxx = os.environ.get("CXX", "g++")
-        link = ["-shared", "-fPIC"] if shared else ["-c"]
+        link = ["-shared", "-fPIC"]
         return [
             cxx,
             "-O1",
@@ -188,13 +186,12 @@ def build(
     code: str,
     name: str,
     backend: str,
-    shared: bool = True,
     shmem: bool = False,
     full_blocks: bool = False,
     race_check: str | None = None,
     environments: tuple = (),
 ) -> Path:
-    """Compiles ``code`` (cached by content and command) and returns the library or object path.
+    """Compiles ``code`` into a shared library (cached by content and command) and returns its path.
 
     :param shmem: the code calls NVSHMEM / ROC_SHMEM: relocatable device code, device-linked against it.
     :param full_blocks: the kernel is declared ``CPUFREE_FULL_BLOCKS`` (``KernelSource.direct_stores``).
@@ -210,19 +207,19 @@ def build(
         if backend != "emulate":
             raise BuildError(f"race checking runs in the host emulation, not on {backend}. Fix: backend='emulate'.")
         flags = race_check_flags(race_check)
-    probe = compile_command(backend, Path("x"), Path("y"), shared, shmem, flags)
+    probe = compile_command(backend, Path("x"), Path("y"), shmem, flags)
     headers = "".join(p.read_text() for p in sorted(INCLUDE_DIR.glob("cpufree/*")))
     key = hashlib.sha256("\0".join([code, headers, *probe]).encode()).hexdigest()[:20]
     folder = cache_dir() / f"{name}-{backend}-{key}"
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / f"{name}{suffix}"
-    output = folder / (f"lib{name}.so" if shared else f"{name}.o")
+    output = folder / f"lib{name}.so"
     # One build per folder at a time: the processes of an MPI job compile the same program together.
     with exclusive(folder / ".lock"):
         if output.exists():
             return output
         source.write_text(code)
-        cmd = compile_command(backend, source, output, shared, shmem, flags)
+        cmd = compile_command(backend, source, output, shmem, flags)
         partial = output.with_name(output.name + ".part")
         cmd[cmd.index(str(output))] = str(partial)
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -274,7 +271,7 @@ def compiler_failure(cmd: list[str], name: str, source: Path, stderr: str) -> Bu
                 lines.append(f"  in the step: {step}")
     lines.append(
         "Fix: this construct is a code-generation gap of dace-cpufree; rewrite it with the supported NumPy subset "
-        "(docs/usage.md), or report it with the program."
+        '(README.md, "What is supported, what is refused"), or report it with the program.'
     )
     lines.append(f"compiler output (last 4000 characters):\n{stderr[-4000:]}")
     lines.append(f"command: {' '.join(cmd)}")

@@ -48,20 +48,18 @@ def _host_library(lib: Path) -> str:
     return f"-l:{versioned[0].name}"
 
 
-def shmem_flags(backend: str, shared: bool) -> tuple[list[str], list[str]]:
-    """``(compile flags, link flags)``: the link flags go after the source file."""
+def shmem_flags(backend: str) -> tuple[list[str], list[str]]:
+    """``(compile flags, link flags)`` of a shared library: the link flags go after the source file."""
     wait = _wait_timeout()
     if backend == "hip":
         home = Path(os.environ.get("ROCSHMEM_HOME", "/opt/rocm"))
-        link = ["-fgpu-rdc", "--hip-link", f"-L{home / 'lib'}", "-lrocshmem"] if shared else []
+        link = ["-fgpu-rdc", "--hip-link", f"-L{home / 'lib'}", "-lrocshmem"]
         return ["-fgpu-rdc", f"-I{home / 'include'}", *wait], link
     if backend != "cuda":
         raise BuildError(f"backend '{backend}' cannot build SHMEM programs. Fix: use backend='cuda' or 'hip'.")
     home = nvshmem_home()
     lib = home / "lib"
     flags = ["-rdc=true", f"-I{home / 'include'}", *wait]
-    if not shared:
-        return flags, []
     # The static device library's host code reaches the driver through the CUDA runtime: no -lcuda.
     return flags, [f"-L{lib}", _host_library(lib), "-lnvshmem_device", "-Xlinker", f"-rpath={lib}"]
 

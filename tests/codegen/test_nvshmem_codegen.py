@@ -191,7 +191,7 @@ def test_debug_wait_is_in_the_text_and_enabled_by_the_environment(monkeypatch):
     from dace_cpufree.runtime.shmem_build import shmem_flags
 
     monkeypatch.setenv("DACE_CPUFREE_WAIT_TIMEOUT_MS", "500")
-    flags, _ = shmem_flags("cuda", True)
+    flags, _ = shmem_flags("cuda")
     assert "-DCPUFREE_WAIT_TIMEOUT_NS=500000000ull" in flags and "-rdc=true" in flags
 
 

@@ -133,6 +133,13 @@ ENVIRONMENT: tuple[EnvOption, ...] = (
         "benchmark",
         "The commit recorded with benchmark results when the package is not run from a git checkout.",
     ),
+    EnvOption(
+        "DACE_CPUFREE_MULTIGPU_TIMEOUT",
+        int,
+        300,
+        "benchmark",
+        "Seconds the multi-GPU tests give one mpirun job before they stop it (a hung kernel fails the test).",
+    ),
 )
 
 _BY_NAME = {o.name: o for o in ENVIRONMENT}

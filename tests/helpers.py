@@ -13,7 +13,7 @@ from dace_cpufree.runtime.build import INCLUDE_DIR
 from npbench_runs.kernels import KERNELS
 
 # Kernels the compiler does not handle yet: expected to fail with exactly this error (strict, so the
-# mark has to go as soon as they pass). Reproduction: /tmp/repro_<name>.py at the time of writing.
+# mark has to go as soon as they pass); each entry names the program and the error it stops at.
 KNOWN_FAILURES: dict[str, str] = {}
 
 

@@ -6,7 +6,6 @@ compiled where nvcc and MPI headers are, and run on two GPUs by the ``multigpu``
 """
 
 import argparse
-import os
 import shutil
 
 import dace
@@ -14,9 +13,10 @@ import numpy as np
 import pytest
 from dace.libraries.comm.nodes import Irecv, Isend, Waitall
 
+from dace_cpufree.options import env
 from npbench_runs.multigpu import dace_mpi, scaling
 
-TIMEOUT = int(os.environ.get("DACE_CPUFREE_MULTIGPU_TIMEOUT", "300"))
+TIMEOUT = env("DACE_CPUFREE_MULTIGPU_TIMEOUT")
 
 
 def _library_nodes(sdfg: dace.SDFG) -> list:

@@ -14,13 +14,14 @@ import threading
 import numpy as np
 import pytest
 
+from dace_cpufree.options import env
 from dace_cpufree.runtime import gpu_count
 from npbench_runs.multigpu import scaling as multigpu_scaling
 from npbench_runs.solvers import distributed, poisson
 from npbench_runs.solvers import scaling as cg_scaling
 
 PROC_NULL = -2
-TIMEOUT = int(os.environ.get("DACE_CPUFREE_MULTIGPU_TIMEOUT", "300"))
+TIMEOUT = env("DACE_CPUFREE_MULTIGPU_TIMEOUT")
 
 
 def _rel(a, b) -> float:

@@ -8,7 +8,6 @@ put); nvcc builds device-linked against NVSHMEM for sm_90. GPU (``multigpu``): 2
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ from dace_cpufree.frontend import Putmem, SignalWait
 from kernel_steps import put_forms
 
 import dace_cpufree
+from dace_cpufree.options import env
 from dace_cpufree.runtime import build, gpu_count
 from dace_cpufree.vocabulary import PutForm
 from npbench_runs.multigpu import FORMS, PROGRAMS, scaling
@@ -322,7 +322,7 @@ def test_builds_and_device_links_against_nvshmem_for_sm_90(form, transport, monk
 
 # ---- GPUs --------------------------------------------------------------------------------------------------------
 
-TIMEOUT = int(os.environ.get("DACE_CPUFREE_MULTIGPU_TIMEOUT", "300"))
+TIMEOUT = env("DACE_CPUFREE_MULTIGPU_TIMEOUT")
 
 
 @pytest.mark.multigpu

@@ -4,16 +4,16 @@ Each case is an ``mpirun -np <gpus>`` job under ``timeout -k 15`` (a hung persis
 its GPU until killed; see ``scaling.mpirun_job``). Skipped without enough GPUs, or without mpirun.
 """
 
-import os
 import shutil
 
 import pytest
 
+from dace_cpufree.options import env
 from dace_cpufree.runtime import gpu_count
 from npbench_runs.multigpu import scaling
 
 SIZES = {"jacobi_2d": 130, "jacobi_3d": 34}
-TIMEOUT = int(os.environ.get("DACE_CPUFREE_MULTIGPU_TIMEOUT", "300"))
+TIMEOUT = env("DACE_CPUFREE_MULTIGPU_TIMEOUT")
 
 
 def _run(program: str, form: str, gpus: int, n: int, steps: int, extra: tuple = ()) -> dict:

@@ -44,7 +44,7 @@ def test_device_link_against_nvshmem():
     for entry in ("cpufree_shmem_init", "cpufree_shmem_finalize", "cpufree_shmem_get_uniqueid", "cpufree_run"):
         assert entry in defined
     needed = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, check=True).stdout
-    assert "libnvshmem_host.so" in needed and "RUNPATH" in needed or "RPATH" in needed
+    assert "libnvshmem_host.so" in needed and ("RUNPATH" in needed or "RPATH" in needed)
 
 
 @pytest.mark.compile

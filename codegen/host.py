@@ -130,6 +130,11 @@ extern "C" int cpufree_run({params}) {{
             return cpufree_fail("device %d does not support cooperative launch (persistent kernels need it)",
                                 cpufree_dev);
         CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_sms, cudaDevAttrMultiProcessorCount, cpufree_dev));
+#if defined(__HIPCC__)
+        int cpufree_clock_khz = 0;  // the rate of the wall clock that cpufree::clock_ns reads
+        CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_clock_khz, cudaDevAttrWallClockRate, cpufree_dev));
+        CPUFREE_CHECK(cudaMemcpyToSymbol(cpufree_wall_clock_khz, &cpufree_clock_khz, sizeof(cpufree_clock_khz)));
+#endif
         if (cpufree_dynamic_shared > 0)  // above 48 KiB a kernel must opt in; below, the call changes nothing
             CPUFREE_CHECK(cudaFuncSetAttribute((const void *)cpufree_kfn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                (int)cpufree_dynamic_shared));

@@ -13,10 +13,10 @@
 //   LEFT     (programs that communicate) 1: a wait for a peer's signal was left because a PE stops
 //   ring     CPUFREE_CHANNEL_RING records of 3 words {seq, tag, value bits}; record k lies in slot k % RING and
 //            is complete once its seq word reads k + 1.
-// The kernel never waits for the host: progress is two volatile stores (at most every CPUFREE_CHANNEL_PROGRESS_NS
-// for a loop's automatic progress), a notification is dropped (and counted) when the ring is full. The host's stop
-// request is not in this memory: the host copies it into device memory (DeviceState::cancel, set_cancel) on a
-// stream of its own, so the kernel never reads host memory to see it.
+// The kernel never waits for the host: progress is two volatile stores (a loop's automatic progress: at the looks
+// and every CPUFREE_CHANNEL_PROGRESS_EVERY iterations), a notification is dropped (and counted) when the ring is
+// full. The host's stop request is not in this memory: the host copies it into device memory (DeviceState::cancel,
+// set_cancel) on a stream of its own, so the kernel never reads host memory to see it.
 //
 // Host callbacks (only where the program has them: CPUFREE_CHANNEL_CALL_* defined, their words after the ring):
 //   REQ      device -> host: the number of the last request (a running count; read by the host between launches)
@@ -133,19 +133,6 @@ __device__ cpufree::channel::DebugBarrier cpufree_debug_barrier;
 
 namespace cpufree::channel {
 
-__device__ inline long long now_ns() {
-#if defined(CPUFREE_EMULATE)
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-#elif defined(__HIPCC__)
-    return (long long)wall_clock64();
-#else
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return (long long)t;
-#endif
-}
-
 __device__ inline void fence_system() {
 #if defined(CPUFREE_EMULATE)
     std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -238,7 +225,7 @@ __device__ inline void publish(unsigned int left, long long at) {
 #else
     const bool stop = own;
 #endif
-    const long long t = now_ns();
+    const long long t = clock_ns();
     unsigned int apart = 1;
     if (looked != 0 && t > looked) {
         const long long per_sync = (t - looked) / (long long)last;
@@ -393,7 +380,7 @@ __device__ inline void call(int id, const long long *args, int nargs, long long 
     for (int k = 0; k < nargs; ++k) put_flagged(w, CPUFREE_CHANNEL_CALL_ARG_WORDS + 2 * k, flag, args[k]);
     w[CPUFREE_CHANNEL_CALL_HEAD] = flagged(flag, (unsigned int)id | ((unsigned int)nargs << 16));
     w[CPUFREE_CHANNEL_CALL_REQ] = seq;
-    const long long start = now_ns();
+    const long long start = clock_ns();
     while (true) {
         long long got[1 + 2 * CPUFREE_CHANNEL_CALL_MAX_RESULTS];  // the answer's words, read in one turn
         got[0] = w[CPUFREE_CHANNEL_CALL_ANSWER];
@@ -408,7 +395,7 @@ __device__ inline void call(int id, const long long *args, int nargs, long long 
             for (int k = 0; k < nres; ++k) results[k] = joined(got[1 + 2 * k], got[2 + 2 * k]);
             return;
         }
-        if (now_ns() - start > CPUFREE_CHANNEL_CALL_TIMEOUT_NS) {
+        if (clock_ns() - start > CPUFREE_CHANNEL_CALL_TIMEOUT_NS) {
             s.seen = 1;  // the host did not answer: stop at the next cancel point
             w[CPUFREE_CHANNEL_CALL_LATE] = seq;
             fence_system();
@@ -433,7 +420,7 @@ static inline long long *&host_words_ref() {
 #endif
 inline long long host_now_ns() {
 #if defined(CPUFREE_EMULATE)
-    return now_ns();
+    return clock_ns();
 #else
     timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -520,7 +507,7 @@ __device__ inline bool leave_wait(uint64_t expected, uint64_t seen, unsigned int
     bool leave = (s.cancel | s.seen) != 0 || *reinterpret_cast<volatile int *>(cpufree_channel_peers) != 0;
 #if defined(CPUFREE_CHANNEL_HANG_SITE)
     leave = leave || hung();
-    if (!leave && (unsigned long long)now_ns() - since > (unsigned long long)CPUFREE_CHANNEL_HANG_TIMEOUT_NS) {
+    if (!leave && (unsigned long long)clock_ns() - since > (unsigned long long)CPUFREE_CHANNEL_HANG_TIMEOUT_NS) {
         report_wait(expected, seen, wait);
         leave = true;
     }

@@ -108,9 +108,9 @@ __device__ __noinline__ void report_barrier(int kind, int site, long long passed
 __device__ inline void wait_cleared(const volatile unsigned int *word, unsigned int bit, long long timeout_ns, int kind,
                                     int site, long long passed, unsigned int first, unsigned int size,
                                     const volatile unsigned int *bits) {
-    const long long start = now_ns();
+    const long long start = clock_ns();
     while ((*word & bit) && !hung()) {
-        if (timeout_ns > 0 && now_ns() - start > timeout_ns) {
+        if (timeout_ns > 0 && clock_ns() - start > timeout_ns) {
             report_barrier(kind, site, passed, first, size, bits);
             return;
         }
@@ -231,9 +231,9 @@ struct DebugGrid {
                 __threadfence();
                 atomicAdd(&b.generation, 1u);
             } else {
-                const long long start = now_ns();
+                const long long start = clock_ns();
                 while (*gen == g && !hung()) {
-                    if (now_ns() - start > CPUFREE_HANG_GRID_NS) {
+                    if (clock_ns() - start > CPUFREE_HANG_GRID_NS) {
                         report_hang(0, where, passed, *reinterpret_cast<volatile unsigned int *>(&b.count));
                         break;
                     }

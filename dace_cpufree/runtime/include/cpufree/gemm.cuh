@@ -348,7 +348,6 @@ __device__ inline void stage_tile(T *base, Layout layout, const T *X, long long 
     }
 }
 
-
 // C = beta * C over the whole matrix (all threads of the grid): the first half of the skinny path's split-K.
 template <typename T>
 __device__ inline void scale_output(long long M, long long N, T beta, T *C, long long ldc) {
@@ -460,8 +459,7 @@ __device__ void gemm_tensor_cutlass(long long M, long long N, long long K, T alp
 // N and K). The same answer for every thread of the grid.
 __device__ inline bool dmma_applies(const double *A, long long lda, const double *B, long long ldb, long long N,
                                     long long K) {
-    const unsigned long long bits = reinterpret_cast<unsigned long long>(A) | reinterpret_cast<unsigned long long>(B);
-    return bits % 16 == 0 && lda % 2 == 0 && ldb % 2 == 0 && N % 2 == 0 && K % 2 == 0;
+    return rows_of_vectors(A, lda, K) && rows_of_vectors(B, ldb, N);
 }
 
 #if defined(CPUFREE_SM90_DMMA)
@@ -636,7 +634,7 @@ __device__ inline bool block_runs_tile() {
     return gemm_tile_runs_in<Tile>(int(blockDim.x));
 }
 
-// Tensor path (double, float): tiles through shared memory into cuBLASDx's block GEMM.
+// cuBLASDx's block GEMM on tiles staged in shared memory (FP32; FP64 where a GemmTile configuration names it).
 template <typename T, typename Tile>
 __device__ void gemm_tensor_cublasdx(long long M, long long N, long long K, T alpha, const T *A, long long lda,
                                      bool transA, const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,
@@ -818,7 +816,8 @@ __device__ inline bool skinny_applies(long long M, bool transB) {
                gemm_shared_bytes<T, Tile>();
 }
 
-// Tensor path: the tile policy picks the product (GemmTileCutlass: CUTLASS, FP64; GemmTile: cuBLASDx).
+// Tensor path: the tile policy picks the product (GemmTileDmma: the DMMA tile where dmma_applies, else its CUTLASS
+// tile; GemmTileCutlass: CUTLASS, FP64; GemmTile: cuBLASDx).
 template <typename T, typename Tile>
 __device__ void gemm_tensor(long long M, long long N, long long K, T alpha, const T *A, long long lda, bool transA,
                             const T *B, long long ldb, bool transB, T beta, T *C, long long ldc,

@@ -220,7 +220,7 @@ template <typename T> __host__ __device__ inline T py_round(const T &x) {
     if constexpr (std::is_integral<T>::value) return x;
     else return rint(x);
 }
-// The complex conjugate of a real number is the number (complex data is refused before code generation).
+// The complex conjugate of a real number is the number (complex numbers take cpufree::complex's own conj).
 template <typename T, typename = std::enable_if_t<std::is_arithmetic<T>::value>>
 __host__ __device__ inline T conj(const T &x) {
     return x;

@@ -27,6 +27,10 @@
 
 namespace cg = cooperative_groups;
 
+#if defined(__HIPCC__) && !defined(CPUFREE_EMULATE)
+__device__ int cpufree_wall_clock_khz;  // the rate of wall_clock64, set by the launcher (cpufree::clock_ns)
+#endif
+
 // The most threads a block may have on the target: the driver's value when the build saw a GPU
 // (build.py passes it), else the limit of every CUDA and HIP architecture.
 #ifndef CPUFREE_MAX_BLOCK_THREADS
@@ -35,7 +39,7 @@ namespace cg = cooperative_groups;
 // A kernel that must run with full blocks: the compiler keeps its registers low enough that one block
 // of CPUFREE_MAX_BLOCK_THREADS threads fits on a multiprocessor (see codegen/kernel.py for where; the
 // build also caps the registers of the file's other device functions, build.full_block_flags).
-#ifndef CPUFREE_FULL_BLOCKS  // -DCPUFREE_FULL_BLOCKS= (with -maxrregcount=255) turns the bound off
+#ifndef CPUFREE_FULL_BLOCKS
 #define CPUFREE_FULL_BLOCKS __launch_bounds__(CPUFREE_MAX_BLOCK_THREADS)
 #endif
 
@@ -208,13 +212,8 @@ struct Divider {
 
 // Part `k` of the `parts` blocks of a lane ("blocks" items, codegen/dataflow.py), counted from the grid's end:
 // a grid-stride loop gives its remainder (one more iteration) to the first threads, so the blocks that put
-// data are the ones without it. -DCPUFREE_LANES_FROM_END=0 counts from the start.
-#ifndef CPUFREE_LANES_FROM_END
-#define CPUFREE_LANES_FROM_END 1
-#endif
-__host__ __device__ inline unsigned int lane_part(unsigned int k, unsigned int parts) {
-    return CPUFREE_LANES_FROM_END ? parts - 1 - k : k;
-}
+// data are the ones without it.
+__host__ __device__ inline unsigned int lane_part(unsigned int k, unsigned int parts) { return parts - 1 - k; }
 
 // ---- block parts ---------------------------------------------------------------------------------------
 // A kernel whose grid is split into parts: disjoint ranges of consecutive blocks that run different work at the
@@ -495,7 +494,13 @@ template <typename T> __device__ inline T shfl_down(T v, int offset) {
 template <typename T> __device__ inline complex<T> shfl_down(complex<T> v, int offset) {
     return complex<T>(shfl_down(v.real(), offset), shfl_down(v.imag(), offset));
 }
-template <typename T> __device__ inline T shfl_xor(T v, int offset) { return __shfl_xor_sync(0xffffffffu, v, offset); }
+template <typename T> __device__ inline T shfl_xor(T v, int offset) {
+#if defined(__HIPCC__)
+    return __shfl_xor(v, offset);
+#else
+    return __shfl_xor_sync(0xffffffffu, v, offset);
+#endif
+}
 template <typename T> __device__ inline complex<T> shfl_xor(complex<T> v, int offset) {
     return complex<T>(shfl_xor(v.real(), offset), shfl_xor(v.imag(), offset));
 }
@@ -739,6 +744,24 @@ template <unsigned int Size, typename F, typename... P> inline void with_tile(lo
 template <Op op, typename Tile, typename T> inline T tile_reduce(const Tile &, T val) { return val; }
 #endif
 
+// Nanoseconds of the device's constant-rate clock, for timeouts and step times: CUDA's global timer; on HIP the wall
+// clock (wall_clock64) at the rate the launcher reads off the device (hipDeviceAttributeWallClockRate, in kHz, into
+// cpufree_wall_clock_khz before the first launch); the emulation's steady clock.
+#if defined(CPUFREE_EMULATE)
+inline long long clock_ns() { return clock64(); }
+#else
+__device__ __forceinline__ long long clock_ns() {
+#if defined(__HIPCC__)
+    const unsigned long long ticks = wall_clock64(), khz = (unsigned long long)cpufree_wall_clock_khz;
+    return (long long)(ticks / khz * 1000000ull + ticks % khz * 1000000ull / khz);
+#else
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return (long long)t;
+#endif
+}
+#endif
+
 // ---- step timing (DACE_CPUFREE_STEP_TIMES=1, codegen/kernel.py) -------------------------------------------
 // Thread 0 of every block adds the clock64 cycles since its previous mark to the segment that the mark closes
 // (a grid sync, a block barrier, a step of the program, or the control flow between steps). The sums live in
@@ -751,15 +774,6 @@ template <Op op, typename Tile, typename T> inline T tile_reduce(const Tile &, T
 #define CPUFREE_TIMES_BLOCKS 4096
 #endif
 #if defined(CPUFREE_EMULATE) || !(defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__))  // none for HIP yet
-#if defined(CPUFREE_EMULATE)
-inline unsigned long long timer_ns() { return (unsigned long long)clock64(); }
-#else
-__device__ __forceinline__ unsigned long long timer_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-#endif
 // `shared` holds N + 3 values: the N sums, then thread 0's last mark, its first cycle and its first ns (in
 // shared memory too, so that a timed kernel keeps the plain kernel's registers; they set its launch).
 template <int N> struct StepTimes {
@@ -769,7 +783,7 @@ template <int N> struct StepTimes {
         for (int s = threadIdx.x; s < N; s += blockDim.x) seg[s] = 0;
         if (threadIdx.x == 0) {
             seg[N] = seg[N + 1] = (unsigned long long)clock64();
-            seg[N + 2] = timer_ns();
+            seg[N + 2] = clock_ns();
         }
         __syncthreads();
     }
@@ -783,7 +797,7 @@ template <int N> struct StepTimes {
     __device__ ~StepTimes() {
         if (threadIdx.x == 0 && blockIdx.x < CPUFREE_TIMES_BLOCKS) {
             for (int s = 0; s < N; ++s) out[blockIdx.x][s] = seg[s];
-            out[blockIdx.x][N] = timer_ns() - seg[N + 2];
+            out[blockIdx.x][N] = clock_ns() - seg[N + 2];
             out[blockIdx.x][N + 1] = (unsigned long long)clock64() - seg[N + 1];
         }
     }

@@ -24,28 +24,17 @@ using namespace rocshmem;
 namespace cpufree {
 namespace shmem {
 
-// Nanoseconds from the device's global timer: timeouts need no clock rate.
-__device__ inline unsigned long long now_ns() {
-#if defined(CPUFREE_SHMEM_ROC)
-    return wall_clock64() * 10ull;  // the HIP wall clock is specified at 100 MHz
-#else
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-#endif
-}
-
 // The debug form of SignalWait: polls the flag and, after `timeout_ns`, reports and traps. Every block waits
 // for itself, so the first block to time out reports (once per kernel) and traps; the others go on polling
 // until the trap ends the kernel, rather than trapping before the report is printed.
 __device__ inline void wait_or_trap(uint64_t *flag, uint64_t expected, const char *name,
                                     unsigned long long timeout_ns) {
     static unsigned int reported = 0;
-    const unsigned long long start = now_ns();
+    const unsigned long long start = clock_ns();
     while (true) {
         const uint64_t value = *(volatile uint64_t *)flag;
         if (value >= expected) break;
-        if (now_ns() - start > timeout_ns && atomicExch(&reported, 1u) == 0u) {
+        if (clock_ns() - start > timeout_ns && atomicExch(&reported, 1u) == 0u) {
 #if defined(CPUFREE_SHMEM_ROC)
             const int pe = rocshmem_my_pe();
 #else
@@ -81,7 +70,7 @@ __device__ inline void wait_ge(uint64_t *flag, uint64_t value, unsigned int wait
     uint64_t seen;
     asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");
     if (seen >= value) return;
-    const unsigned long long since = now_ns();
+    const unsigned long long since = clock_ns();
     do {
         if (cpufree::channel::leave_wait(value, seen, wait, since)) return;
         asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");

@@ -11,39 +11,16 @@ passed: the containers of the kernel IR item(s) it runs (:func:`pointers`), deci
 Element reads of arrays the kernel never writes (its ``__restrict__`` pointers, ``KernelArg.restrict``) load
 through ``__ldg`` inside these functions: nvcc proves that read-only property for the kernel, not for a
 function it calls, and gesummv's fused rows at 11200^2 on an H200 ran 2.11 ms with plain loads, 1.53 ms with
-``__ldg`` (plain grid-stride loops: 1.67 ms); mvt went 1.32 -> 1.38 ms (plain: 3.98).
+``__ldg`` (plain grid-stride loops: 1.67 ms); mvt went 1.32 -> 1.38 ms (plain: 3.98). The reads are the ones the
+printer recorded as it declared them (``KernelContext.read``, ``KernelContext.loads``).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import ir
 from .loops import indent
-
-# Element types that __ldg loads (CUDA and HIP overloads).
-LDG_TYPES = {
-    "double",
-    "float",
-    "int",
-    "unsigned int",
-    "long long",
-    "unsigned long long",
-    "long",
-    "short",
-    "char",
-    "signed char",
-    "unsigned char",
-    "int64_t",
-    "int32_t",
-    "uint64_t",
-    "uint32_t",
-    "int16_t",
-    "uint16_t",
-    "int8_t",
-    "uint8_t",
-}
 
 
 @dataclass(frozen=True)
@@ -52,22 +29,27 @@ class Pointers:
 
     decls: tuple[str, ...] = ()  # declared as in the kernel
     names: tuple[str, ...] = ()
-    read_only: frozenset[str] = frozenset()  # never written by the kernel, of a type __ldg loads
+    #: the element reads of read-only pointers printed in the kernel (``KernelContext.loads``)
+    reads: dict = field(default_factory=dict, compare=False)
 
     def loads(self, lines: list[str]) -> list[str]:
-        """``lines`` with their element reads of the read-only pointers through ``__ldg``."""
-        return [_read_only_load(line, self.read_only) for line in lines] if self.names else lines
+        """``lines`` with the element reads of these pointers among them (as the printer declared them, indented)
+        through ``__ldg``."""
+        if not self.names or not self.reads:
+            return lines
+        out = []
+        for line in lines:
+            body = line.lstrip(" ")
+            read = self.reads.get(body)
+            out.append(line[: len(line) - len(body)] + read[1] if read and read[0] in self.names else line)
+        return out
 
 
 def pointers(ctx, names) -> Pointers:
     """The pointers among ``names`` (device containers a step's code is built from) of ``ctx``
     (a ``KernelContext``): its array and workspace arguments, declared as the kernel declares them."""
     args = [a for a in ctx.args if a.pointer and a.name in names]
-    return Pointers(
-        tuple(a.kernel_decl(ctx.race_check) for a in args),
-        tuple(a.name for a in args),
-        frozenset(a.name for a in args if a.restrict(ctx.race_check) and a.ctype in LDG_TYPES),
-    )
+    return Pointers(tuple(a.kernel_decl(ctx.race_check) for a in args), tuple(a.name for a in args), ctx.loads)
 
 
 def apart(code: list[str], passed: Pointers) -> list[str]:
@@ -92,9 +74,3 @@ def step_apart(item: ir.Item, ctx) -> list[str]:
     if item.executor != ir.Executor.GRID or item.tile:
         return item.code  # tile steps are functions of their own anyway (cpufree::run_step)
     return apart(item.code, pointers(ctx, item.reads | item.writes | item.remote))
-
-
-def _read_only_load(line: str, read_only: frozenset[str]) -> str:
-    """``const T v = A[...];`` as ``const T v = __ldg(&A[...]);`` when ``A`` is read-only."""
-    m = re.fullmatch(r"(\s*const [\w ]+? \w+ = )(\w+)(\[.*\]);", line)
-    return f"{m.group(1)}__ldg(&{m.group(2)}{m.group(3)});" if m and m.group(2) in read_only else line

@@ -13,6 +13,31 @@ from dace_cpufree.errors import NotPersistableError
 from .expressions import cexpr, flat_offset, kernel_symbols, subset_offset  # noqa: F401
 from .loops import Dividers
 
+# Element types that __ldg loads (CUDA and HIP overloads).
+LDG_TYPES = frozenset(
+    {
+        "double",
+        "float",
+        "int",
+        "unsigned int",
+        "long long",
+        "unsigned long long",
+        "long",
+        "short",
+        "char",
+        "signed char",
+        "unsigned char",
+        "int64_t",
+        "int32_t",
+        "uint64_t",
+        "uint32_t",
+        "int16_t",
+        "uint16_t",
+        "int8_t",
+        "uint8_t",
+    }
+)
+
 
 @dataclass
 class KernelArg:
@@ -80,6 +105,8 @@ class KernelContext:
     dividers: Dividers | None = None
     #: containers whose one element the code being printed keeps in a variable (``rows.py``): name -> variable
     private: dict = field(default_factory=dict)
+    #: element reads of read-only pointers printed so far (``read``): declaration -> (pointer, the ``__ldg`` form)
+    loads: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self._classify()
@@ -139,6 +166,19 @@ class KernelContext:
         if isinstance(desc, dt.Scalar) and name not in self.device and name not in self.local:
             return name
         return f"{name}[{subset_offset(desc, subset)}]"
+
+    def read(self, var: str, ctype: str, name: str, subset) -> str:
+        """The declaration ``const ctype var = name[subset];`` of an element read. Where ``name`` is a pointer the
+        kernel declares ``__restrict__`` (never written) of a type ``__ldg`` loads, the read is kept as a fact
+        (``loads``: the declaration -> its form through ``__ldg``), which a function a step runs in takes
+        (``captures.Pointers``): nvcc proves that read-only property for the kernel but not for such a function,
+        which takes the pointers as parameters."""
+        target = self.access(name, subset)
+        line = f"const {ctype} {var} = {target};"
+        arg = None if name in self.private else next((a for a in self.args if a.name == name), None)
+        if arg is not None and arg.pointer and arg.restrict(self.race_check) and arg.ctype in LDG_TYPES:
+            self.loads[line] = (name, f"const {ctype} {var} = __ldg(&{target});")
+        return line
 
     def element(self, name: str, index: list) -> str:
         return f"{name}[{flat_offset(self.sdfg.arrays[name], index)}]"

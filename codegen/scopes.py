@@ -120,10 +120,10 @@ class ScopeWriter:
 
     def _bind_input(self, edge, ctype) -> str:
         memlet = edge.data
-        target = self.ctx.access(memlet.data, memlet.subset)
         if is_pointer(ctype):
+            target = self.ctx.access(memlet.data, memlet.subset)
             return f"{'auto' if self.ctx.race_check else ctype.ctype} {edge.dst_conn} = &{target};"
-        return f"const {ctype.ctype} {edge.dst_conn} = {target};"
+        return self.ctx.read(edge.dst_conn, ctype.ctype, memlet.data, memlet.subset)
 
     def _write_output(self, node, edge, conn: str, value: str | None = None) -> str:
         """The store of output ``conn`` of ``node`` (its value: the variable ``value``, by default ``conn``)."""

@@ -269,21 +269,33 @@ def tile_sync(channel: ChannelFacts | None, where: str, source: str) -> str:
     return f"cpufree::channel::tile_sync(__tile, {site});"
 
 
-def loop_head(channel: ChannelFacts, label: str, progress: bool) -> ir.Item:
-    """The first item of a loop's body: a cancel point (its first line), and with ``progress`` the iteration counted
-    (its last line; the total is the leader's since ``loop_begin``). ``loop_points`` settles both once the grid
-    syncs are placed."""
-    site = channel.site(f"head of loop {label}")
-    code = [f"CPUFREE_CHANNEL_POINT({site})"]
-    if progress:
-        code.append(TICK_SHOWN)
-    return ir.Item(f"cancel point {label}", code, executor=EVERY)
-
-
 #: the progress tick at a loop's head: counted, and shown every CPUFREE_CHANNEL_PROGRESS_EVERY iterations ...
 TICK_SHOWN = "if (__tid == 0) cpufree::channel::loop_tick(__cpufree_leader);"
 #: ... or counted only: the looks of the cancel path show it (a loop with a grid sync in its body)
 TICK_COUNTED = "if (__tid == 0) cpufree::channel::loop_count(__cpufree_leader);"
+
+
+@dataclass
+class LoopHead:
+    """What the first item of a loop's body does: a cancel point at channel site ``site`` (``cancel``), and the
+    iteration counted (``tick``: :data:`TICK_SHOWN`, :data:`TICK_COUNTED` or ``None``). ``loop_points`` settles both
+    once the grid syncs are placed; the item's code is :meth:`code` of what it settled."""
+
+    site: int
+    cancel: bool = True
+    tick: str | None = None
+
+    def code(self) -> list[str]:
+        return [f"CPUFREE_CHANNEL_POINT({self.site})"] * self.cancel + [self.tick] * (self.tick is not None)
+
+
+def loop_head(channel: ChannelFacts, label: str, progress: bool) -> ir.Item:
+    """The first item of a loop's body: a cancel point, and with ``progress`` the iteration counted (the total is the
+    leader's since ``loop_begin``); its facts are ``Item.head`` (:class:`LoopHead`)."""
+    head = LoopHead(channel.site(f"head of loop {label}"), tick=TICK_SHOWN if progress else None)
+    item = ir.Item(f"cancel point {label}", head.code(), executor=EVERY)
+    item.head = head
+    return item
 
 
 def loop_bracket(label: str, counted: tuple | None, var: str | None) -> tuple[ir.Item, ir.Item]:

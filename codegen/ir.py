@@ -85,6 +85,7 @@ class Item:
     # name: a C++ variable of the kernel) and, given a second variable (its last tile size), a block barrier where
     # its tile size changes, for steps whose runs overlap (``overlap.py``); ``None``: not a fused row step
     dealt: object = None
+    head: object = None  # a loop's first item with the channel: what it does (``channel.LoopHead``)
 
     @property
     def part_key(self):

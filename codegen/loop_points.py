@@ -40,15 +40,13 @@ def _settle_progress(loop: ir.Loop) -> None:
     where DaCe's loop analysis finds its range; else its head counts the iterations begun. A store of its own in the
     loop, however rarely it runs, cost a Jacobi 2-D step at NPBench's S size 0.25 us of its 2.8 us on an H100, the
     count in a register 1 % (docs/channel.md)."""
-    head = loop.body.children[0]  # loop_head's item: its tick is its last line
+    head = loop.body.children[0]  # loop_head's item
     parts = [p for p in (loop.cond, loop.body, loop.update) if p is not None]  # not init: it runs once
     synced = [i for p in parts for i in ir.items(p) if i.sync_before]
     if not synced:
         return
-    if loop.progress_var:
-        head.code = head.code[:-1]
-    else:
-        head.code[-1] = TICK_COUNTED
+    head.head.tick = None if loop.progress_var else TICK_COUNTED
+    head.code = head.head.code()
     for item in synced:
         item.progress_at = loop.progress_var or "__cpufree_leader.ticks"
 
@@ -63,6 +61,7 @@ def _settle_cancel_points(loop: ir.Loop) -> None:
             if item.sync_before and item is not first:
                 item.plain_sync = True
     if len(top) > 1 and top[1] is first:
-        # the body starts with its cancel point: the head's own (its first line, channel.loop_head) would only
-        # repeat it, and kept apart from it by a progress tick it cost a second compare and branch per iteration
-        top[0].code = top[0].code[1:]
+        # the body starts with its cancel point: the head's own would only repeat it, and kept apart from it by a
+        # progress tick it cost a second compare and branch per iteration
+        top[0].head.cancel = False
+        top[0].code = top[0].head.code()

@@ -143,7 +143,7 @@ def host_callbacks(sdfg: dace.SDFG) -> list[HostCall]:
             if edge is None and conn in out_edges and _one_element(owner, out_edges[conn]):
                 # a one-element array (``y: dace.float64 = f(x)`` makes one): DaCe hands arrays to callbacks as
                 # outputs; here its value travels, and the callback does not write it
-                edge = _read_instead(state, node, out_edges.pop(conn))
+                edge = _read_instead(state, out_edges.pop(conn))
             desc = owner.arrays.get(edge.data.data) if edge is not None else None
             if conn in out_edges or (desc is not None and (not isinstance(desc, dt.Scalar) and desc.total_size != 1)):
                 data = (edge or out_edges[conn]).data.data
@@ -205,8 +205,8 @@ def _one_element(sdfg, edge) -> bool:
     return desc is not None and desc.total_size == 1 and _kind(desc.dtype) is not None
 
 
-def _read_instead(state, node, edge):
-    """A read edge of the one element that ``edge`` (an output of ``node``) writes; the write is removed."""
+def _read_instead(state, edge):
+    """A read edge of the one element that ``edge`` (a tasklet's output) writes; the write is removed."""
     data = edge.data.data
     state.remove_edge(edge)
     if isinstance(edge.dst, nodes.AccessNode) and state.degree(edge.dst) == 0:

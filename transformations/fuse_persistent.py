@@ -181,7 +181,7 @@ def _accesses(state: dace.SDFGState, numbers: dict) -> list | None:
     return out
 
 
-def _where(node, sdfg: dace.SDFG | None = None) -> str:
+def _where(node) -> str:
     """`` at file:line`` of a node from DaCe's debug information (a nested SDFG: its first node that has it)."""
     candidates = [node]
     if isinstance(node, nodes.NestedSDFG):

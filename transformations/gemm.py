@@ -34,7 +34,7 @@ def cxx(expr) -> str:
 TYPES = (dace.float64, dace.float32)
 
 
-def matrix_operand(state: dace.SDFGState, sdfg: dace.SDFG, edge) -> tuple | None:
+def matrix_operand(sdfg: dace.SDFG, edge) -> tuple | None:
     """``(rows, cols, leading dimension)`` of a matrix operand given as a 2-D window with contiguous rows."""
     desc = sdfg.arrays[edge.data.data]
     subset = edge.data.subset
@@ -66,9 +66,9 @@ def applies(node: Gemm, state: dace.SDFGState, sdfg: dace.SDFG) -> dict | None:
         return None
     ops = {}
     for e in state.in_edges(node):
-        ops[e.dst_conn] = matrix_operand(state, sdfg, e)
+        ops[e.dst_conn] = matrix_operand(sdfg, e)
     for e in state.out_edges(node):
-        ops["_out"] = matrix_operand(state, sdfg, e)
+        ops["_out"] = matrix_operand(sdfg, e)
     if any(v is None for v in ops.values()) or not {"_a", "_b", "_out"} <= set(ops):
         return None
     types = {sdfg.arrays[e.data.data].dtype for e in state.all_edges(node)}
@@ -205,7 +205,7 @@ def batched_applies(node: BatchedMatMul, state: dace.SDFGState, sdfg: dace.SDFG)
     descs = {k: sdfg.arrays[e.data.data] for k, e in edges.items()}
     if len({d.dtype for d in descs.values()}) != 1 or descs["_a"].dtype not in TYPES:
         return None
-    b = matrix_operand(state, sdfg, edges["_b"])
+    b = matrix_operand(sdfg, edges["_b"])
     a = _stacked_rows(descs["_a"], edges["_a"].data.subset)
     c = _stacked_rows(descs["_c"], edges["_c"].data.subset)
     if b is None or a is None or c is None or len(edges["_a"].data.subset.size()) < 3:

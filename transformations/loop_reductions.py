@@ -85,7 +85,7 @@ def match(loop: LoopRegion, sdfg: dace.SDFG) -> dict | None:
             return None
     except TypeError:
         return None
-    if _used_outside_loop(sdfg, loop, str(loop.loop_variable)):
+    if _used_outside_loop(sdfg, str(loop.loop_variable)):
         return None  # the variable's last value is read after the loop: a map leaves none
     state = loop.nodes()[0]
     access = [n for n in state.nodes() if isinstance(n, nodes.AccessNode)]
@@ -96,14 +96,14 @@ def match(loop: LoopRegion, sdfg: dace.SDFG) -> dict | None:
     # the accumulator: the one non-per-iteration container that is both read and written
     candidates = [d for d in written & read if scalar_like(sdfg.arrays[d])]
     for acc in candidates:
-        found = _match_acc(state, sdfg, acc, written, read)
+        found = _match_acc(state, sdfg, acc, written)
         if found is not None:
             found.update(state=state, start=start, end=end, stride=stride, variable=loop.loop_variable)
             return found
     return None
 
 
-def _match_acc(state: dace.SDFGState, sdfg: dace.SDFG, acc: str, written: set, read: set) -> dict | None:
+def _match_acc(state: dace.SDFGState, sdfg: dace.SDFG, acc: str, written: set) -> dict | None:
     reads = [n for n in state.nodes() if isinstance(n, nodes.AccessNode) and n.data == acc and state.out_degree(n)]
     writes = [n for n in state.nodes() if isinstance(n, nodes.AccessNode) and n.data == acc and state.in_degree(n)]
     if len(reads) != 1 or len(writes) != 1 or reads[0] is writes[0]:
@@ -163,9 +163,9 @@ def inside(block, region) -> bool:
     return False
 
 
-def _used_outside_loop(sdfg: dace.SDFG, loop: LoopRegion, var: str) -> bool:
-    """Whether ``var`` is used anywhere but in ``loop`` and in other loops that define a variable of the same name
-    (their uses are theirs; a read after a loop is refused before this pass, ``check_loop_variables``)."""
+def _used_outside_loop(sdfg: dace.SDFG, var: str) -> bool:
+    """Whether the loop variable ``var`` is used anywhere but in the loops that define a variable of that name (their
+    uses are theirs; a read after a loop is refused before this pass, ``check_loop_variables``)."""
     owners = [r for r in sdfg.all_control_flow_regions() if isinstance(r, LoopRegion) and str(r.loop_variable) == var]
     for block in sdfg.all_control_flow_blocks():
         if any(inside(block, owner) for owner in owners):

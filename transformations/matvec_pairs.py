@@ -59,7 +59,7 @@ def _product(state: dace.SDFGState, sdfg: dace.SDFG, node: MatMul) -> tuple | No
     if sdfg.arrays[edges["_c"].data.data].dtype not in TYPES or _vector(sdfg, edges["_c"]) is None:
         return None
     for side, matrix, vector in (("right", "_a", "_b"), ("left", "_b", "_a")):
-        shape = matrix_operand(state, sdfg, edges[matrix])
+        shape = matrix_operand(sdfg, edges[matrix])
         if shape is not None and _vector(sdfg, edges[vector]) is not None:
             return side, edges[matrix], edges[vector], edges["_c"], shape
     return None

@@ -25,7 +25,7 @@ from dace_cpufree.launcher import placement
 from dace_cpufree.options import env
 
 
-def _broadcast(data: bytes, rank: int, size: int) -> bytes:
+def _broadcast(data: bytes, size: int) -> bytes:
     if size == 1:
         return data
     try:
@@ -69,7 +69,7 @@ class ShmemSession:
             uid = ctypes.create_string_buffer(max(lib.cpufree_shmem_uniqueid_size(), 1))
             if self.rank == 0:
                 _check(lib, lib.cpufree_shmem_get_uniqueid(uid), "creating the NVSHMEM unique id")
-            self.uid = _broadcast(uid.raw, self.rank, self.size)
+            self.uid = _broadcast(uid.raw, self.size)
         device = self.device(gpus)
         _check(lib, lib.cpufree_shmem_init(self.uid, self.rank, self.size, device), f"initialising on GPU {device}")
         pes = (lib.cpufree_shmem_my_pe(), lib.cpufree_shmem_n_pes())

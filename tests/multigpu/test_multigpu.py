@@ -1,4 +1,4 @@
-"""GPU tests: the distributed stencils on 2 and 4 GPUs match NumPy on the global domain.
+"""GPU tests: the distributed stencils on 2 and 4 GPUs (and one PE alone) match NumPy on the global domain.
 
 Each case is an ``mpirun -np <gpus>`` job under ``timeout -k 15`` (a hung persistent kernel holds
 its GPU until killed; see ``scaling.mpirun_job``). Skipped without enough GPUs, or without mpirun.
@@ -41,7 +41,7 @@ def test_distributed_stencil_matches_numpy(program, form, gpus):
     assert report["valid"]
 
 
-@pytest.mark.multigpu
+@pytest.mark.gpu
 @pytest.mark.nvshmem
 def test_odd_step_count_and_single_pe_agree():
     """One PE (no neighbours: every put and wait is skipped) gives NumPy's result too."""

@@ -286,7 +286,8 @@ class LoopHead:
     tick: str | None = None
 
     def code(self) -> list[str]:
-        return [f"CPUFREE_CHANNEL_POINT({self.site})"] * self.cancel + [self.tick] * (self.tick is not None)
+        point = [f"CPUFREE_CHANNEL_POINT({self.site})"] if self.cancel else []
+        return point + ([self.tick] if self.tick is not None else [])
 
 
 def loop_head(channel: ChannelFacts, label: str, progress: bool) -> ir.Item:

@@ -39,9 +39,7 @@ __device__ int cpufree_wall_clock_khz;  // the rate of wall_clock64, set by the 
 // A kernel that must run with full blocks: the compiler keeps its registers low enough that one block
 // of CPUFREE_MAX_BLOCK_THREADS threads fits on a multiprocessor (see codegen/kernel.py for where; the
 // build also caps the registers of the file's other device functions, build.full_block_flags).
-#ifndef CPUFREE_FULL_BLOCKS
 #define CPUFREE_FULL_BLOCKS __launch_bounds__(CPUFREE_MAX_BLOCK_THREADS)
-#endif
 
 #if defined(CPUFREE_EMULATE)
 #include <complex>

@@ -30,7 +30,7 @@ struct LauncherState {{
     int block = 0;       // 0: chosen from occupancy
     int max_blocks = 0;  // 0: no cap beyond co-residency
     int grid_used = 0, block_used = 0;
-    float elapsed_ms = 0.0f;
+    bool timed = false;  // the events hold the last launch (its time is read off them when asked)
     void *workspace = nullptr;
     size_t workspace_size = 0;
     char error[1024] = {{0}};
@@ -88,10 +88,16 @@ extern "C" int cpufree_block_fits(int block) {{
     block = cpufree_whole_warps(block, warp);
     return ({block_fits}) ? 1 : 0;
 }}
+// The last launch's grid and block, and its time between the events around it (-1 where there is none): read when
+// asked, not by every launch.
 extern "C" void cpufree_launch_config(int *grid, int *block, float *ms) {{
     *grid = cpufree_state.grid_used;
     *block = cpufree_state.block_used;
-    *ms = cpufree_state.elapsed_ms;
+    *ms = -1.0f;
+    if (cpufree_state.timed && cudaEventElapsedTime(ms, cpufree_state.start, cpufree_state.stop) != cudaSuccess) {{
+        *ms = -1.0f;
+        cudaGetLastError();  // not left for the next launch to report
+    }}
 }}
 extern "C" int cpufree_device_name(char *out, int n) {{
     int dev = 0;
@@ -193,6 +199,7 @@ extern "C" int cpufree_run({params}) {{
     void *cpufree_args[] = {{{args}}};
     CPUFREE_CHECK(CPUFREE_BEFORE_LAUNCH(cpufree_state.workspace, cpufree_state.workspace_size));
     cudaEvent_t cpufree_start = cpufree_state.start, cpufree_stop = cpufree_state.stop;
+    cpufree_state.timed = false;
     CPUFREE_CHECK(cudaEventRecord(cpufree_start, 0));
     CPUFREE_CHECK(
         CPUFREE_LAUNCH_COOPERATIVE(cpufree_kfn, dim3((unsigned)cpufree_grid), dim3((unsigned)cpufree_block),
@@ -201,7 +208,7 @@ extern "C" int cpufree_run({params}) {{
     CPUFREE_CHECK(cudaEventSynchronize(cpufree_stop));
     CPUFREE_CHECK(CPUFREE_AFTER_LAUNCH());
     CPUFREE_CHECK(cudaGetLastError());
-    CPUFREE_CHECK(cudaEventElapsedTime(&cpufree_state.elapsed_ms, cpufree_start, cpufree_stop));
+    cpufree_state.timed = true;
     cpufree_state.grid_used = (int)cpufree_grid;
     cpufree_state.block_used = cpufree_block;
     return 0;

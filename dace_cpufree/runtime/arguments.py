@@ -27,11 +27,11 @@ class Bound:
 
 @dataclass(frozen=True)
 class _Sizes:
-    """For one tuple of input array shapes: the launch values with the symbol arguments' filled in, each input
-    array's C-contiguous strides (in the order of ``Signature._arrays``), each returned array's slot, shape, dtype."""
+    """For one layout of the input arrays (each one's shape and C-contiguous strides, in the order of
+    ``Signature._arrays``): the launch values with the symbol arguments' filled in, each returned array's slot, shape,
+    dtype."""
 
     call: tuple  # the launch values, the symbol arguments' filled in
-    strides: tuple
     nbytes: tuple  # each input array's bytes
     returns: tuple
     symbols: dict  # the size symbols read off the shapes
@@ -119,14 +119,6 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
         strides.append(step)
         step *= size
     return tuple(reversed(strides))
-
-
-def _cupy_pointer(value) -> int:
-    return value.data.ptr  # what CuPy's __cuda_array_interface__ reports, without building that dict
-
-
-def _host_pointer(value) -> int:
-    return value.ctypes.data
 
 
 def _span(value, device: bool) -> tuple[tuple[int, int] | None, bool]:
@@ -235,8 +227,8 @@ class Signature:
         ]
         self._given = {}  # keyword names in call order -> the size names among them (False: not the common kind)
         self._scalars = [(slots[a.name], a.name, _scalar_types(self.kinds[a.name])) for a in scalars]
-        self._sizes = {}  # the input arrays' shapes -> what the common path needs for them (see _for_sizes)
-        self._pointers = {}  # array type -> how its pointer is read (None: not by the common path)
+        self._sizes = {}  # the input arrays' shapes and strides -> what the common path needs for them (_for_sizes)
+        self._kind = None  # the type of array the common path takes, once known (_array_type)
         self._check_sizes = check_sizes
         self._symbol_args = [a.name for a in host_args if a.kind == "symbol"]
         # the symbols that the declared shapes of the input and returned arrays need, and the symbol arguments
@@ -246,14 +238,13 @@ class Signature:
 
     # ---- the common path --------------------------------------------------------------------------------------
 
-    def _pointer(self, kind: type):
-        """How the common path reads the pointer of an array of type ``kind``; ``None``: it does not take it."""
-        if kind is np.ndarray:
-            return None if self.device else _host_pointer
+    def _array_type(self):
+        """The type of array the common path takes: CuPy's (once imported) for a GPU backend, NumPy's for the host
+        emulation; ``None`` where there is none yet."""
+        if not self.device:
+            return np.ndarray
         cupy = sys.modules.get("cupy")
-        if self.device and cupy is not None and kind is cupy.ndarray:
-            return _cupy_pointer
-        return None
+        return None if cupy is None else cupy.ndarray
 
     def quick(self, args: tuple, kwargs: dict):
         """``(launch values in the launcher's order, arrays returned)`` of a call of the common kind (see the class),
@@ -274,21 +265,24 @@ class Signature:
             values, sizes_given = dict(zip(self.names, args)), ()
         else:
             return None
-        pointers, arrays, reads, shapes = self._pointers, [], [], []
-        for name, dtype in self._arrays:
+        kind = self._kind or self._array_type()
+        if kind is None:
+            return None
+        self._kind = kind
+        device = self.device
+        arrays, layout, starts = [], [], []
+        for name, dtype in self._arrays:  # one pass: type, dtype, then shape and strides as the key of the sizes
             value = values[name]
-            kind = type(value)
-            read = pointers.get(kind, pointers)
-            if read is pointers:
-                read = pointers[kind] = self._pointer(kind)
-            if read is None or value.dtype != dtype:
+            if type(value) is not kind or value.dtype != dtype:
                 return None
             arrays.append(value)
-            reads.append(read)
-            shapes.append(value.shape)
-        sizes = self._sizes.get(tuple(shapes))
+            layout.append(value.shape)
+            layout.append(value.strides)
+            starts.append(value.data.ptr if device else value.ctypes.data)
+        layout = tuple(layout)
+        sizes = self._sizes.get(layout)
         if sizes is None:
-            sizes = self._for_sizes(tuple(shapes))
+            sizes = self._for_sizes(layout)
             if sizes is None:
                 return None
         for name in sizes_given:  # each the value the shapes give it, else the general path says why
@@ -296,13 +290,9 @@ class Signature:
             if not is_integer(value) or sizes.symbols.get(name) != value:
                 return None
         call = list(sizes.call)
-        starts = []
-        for slot, value, read, strides in zip(self._array_slots, arrays, reads, sizes.strides):
-            if value.strides != strides:
-                return None
-            call[slot] = start = read(value)
-            starts.append(start)
-        if not self.device:
+        for slot, start in zip(self._array_slots, starts):
+            call[slot] = start
+        if not device:
             for i in self._written:
                 if not arrays[i].flags.writeable:
                     return None
@@ -318,12 +308,13 @@ class Signature:
             call[slot] = value.item() if item is np.generic else value
         returned = []
         if sizes.returns:
-            if self.device and not arrays:
+            if device and not arrays:
                 return None  # no device array to place the returned ones beside
-            new, read = (sys.modules["cupy"].empty, _cupy_pointer) if self.device else (np.empty, _host_pointer)
+            new = sys.modules["cupy"].empty if device else np.empty
             for slot, shape, dtype in sizes.returns:
-                returned.append(new(shape, dtype=dtype))
-                call[slot] = read(returned[-1])
+                out = new(shape, dtype=dtype)
+                returned.append(out)
+                call[slot] = out.data.ptr if device else out.ctypes.data
         return call, returned
 
     def _given_for(self, keys: tuple):
@@ -338,10 +329,15 @@ class Signature:
         self._given[keys] = given
         return given
 
-    def _for_sizes(self, shapes: tuple):
-        """What the common path needs for the input arrays' ``shapes`` (kept): the launch values that follow from
-        them, each array's C-contiguous strides, each returned array's slot, shape and dtype; ``None`` where the
-        shapes do not fit the program (the general path says why). New sizes are checked by ``check_sizes``."""
+    def _for_sizes(self, layout: tuple):
+        """What the common path needs for the input arrays' ``layout`` (each one's shape and strides; kept): the launch
+        values that follow from the shapes, each returned array's slot, shape and dtype; ``None`` where the shapes do
+        not fit the program or an array is not C-contiguous (the general path says why). New sizes are checked by
+        ``check_sizes``."""
+        shapes, strides = layout[0::2], layout[1::2]
+        for shape, stride, (_, dtype) in zip(shapes, strides, self._arrays):
+            if len(shape) != len(stride) or tuple(stride) != _c_strides(shape, dtype.itemsize):
+                return None
         symbols = {}
         for (name, _), shape in zip(self._arrays, shapes):
             dims = self.dims[name]
@@ -360,14 +356,13 @@ class Signature:
         slots = {a.name: i for i, a in enumerate(self.host_args)}
         sizes = _Sizes(
             call=tuple(call),
-            strides=tuple(_c_strides(shape, dtype.itemsize) for shape, (_, dtype) in zip(shapes, self._arrays)),
             nbytes=tuple(math.prod(shape) * dtype.itemsize for shape, (_, dtype) in zip(shapes, self._arrays)),
             returns=tuple((slots[n], self.shape(n, symbols), dtype) for n, dtype in self.returns),
             symbols=symbols,
         )
         if len(self._sizes) >= _KEPT_SIZES:
             self._sizes.clear()
-        self._sizes[shapes] = sizes
+        self._sizes[layout] = sizes
         return sizes
 
     # ---- the general path -------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ class PersistentProgram:
     It accepts NumPy arrays, CuPy arrays (anything with ``__cuda_array_interface__``), scalars
     and symbols, like a DaCe program; NumPy arrays are copied to the device and back.
 
-    :ivar last_kernel_ms: time of the last kernel, measured with device events.
+    :ivar last_kernel_ms: time of the last kernel, measured with device events (NaN before the first call).
     :ivar launch_config: ``(grid, block)`` of the last launch.
     :ivar timeout: with the channel, seconds after which a call cancels its kernel (``None``: never).
     :ivar progress: with the channel, how a call shows the progress its kernel reports (see ``compile``).
@@ -80,8 +80,6 @@ class PersistentProgram:
         self._run = self._lib.cpufree_run
         self._config = (ctypes.c_int(), ctypes.c_int(), ctypes.c_float())
         self._config_refs = tuple(ctypes.byref(c) for c in self._config)
-        self.last_kernel_ms = float("nan")
-        self.launch_config = (0, 0)
         facts = getattr(source, "channel", None)
         self._channel = (
             ChannelHost(self._lib, facts, sdfg.name, callbacks, source.step_sources) if facts is not None else None
@@ -90,6 +88,22 @@ class PersistentProgram:
         self._progress_callbacks, self._notify_callbacks = [], []
         self._cancel = threading.Event()
         self.last_call_times = []
+
+    def _launch_facts(self) -> tuple[int, int, float]:
+        """The last launch's grid, block and kernel time, read off the launcher when asked (a launch does not spend
+        its time reading them)."""
+        grid, block, ms = self._config
+        self._lib.cpufree_launch_config(*self._config_refs)
+        return grid.value, block.value, ms.value if ms.value >= 0 else float("nan")
+
+    @property
+    def launch_config(self) -> tuple[int, int]:
+        grid, block, _ = self._launch_facts()
+        return grid, block
+
+    @property
+    def last_kernel_ms(self) -> float:
+        return self._launch_facts()[2]
 
     def on_progress(self, callback):
         """Calls ``callback(done, total)`` on the host's poller thread whenever the reported progress changes
@@ -249,9 +263,6 @@ class PersistentProgram:
         finally:
             if self._channel is not None:
                 self._cancel.clear()
-        grid, block, ms = self._config
-        self._lib.cpufree_launch_config(*self._config_refs)
-        self.launch_config, self.last_kernel_ms = (grid.value, block.value), ms.value
         if channel is not None:
             self.last_call_times = channel.call_times
             channel.outcome()

@@ -97,6 +97,32 @@ def test_returned_arrays_follow_the_sizes_of_each_call(ret):
         np.testing.assert_allclose(out2, a + 1)
 
 
+def test_launch_facts_are_those_of_the_last_call():
+    @dace.program
+    def plus_two(A: dace.float64[N]):  # a library of its own: no other test has launched it
+        return A + 2.0
+
+    prog = dace_cpufree.compile(plus_two, backend="emulate")
+    assert prog.launch_config == (0, 0) and np.isnan(prog.last_kernel_ms)  # no call yet
+    prog(A=np.arange(5.0))
+    grid, block = prog.launch_config
+    assert grid >= 1 and block >= 1 and prog.last_kernel_ms >= 0
+    assert prog.launch_config == (grid, block)  # read again: the same launch
+    with pytest.raises(ArgumentError):
+        prog(A=np.ones(5, dtype=np.float32))  # refused before a launch: the facts stay the last launch's
+    assert prog.launch_config == (grid, block) and prog.last_kernel_ms >= 0
+
+
+def test_a_transposed_view_of_the_same_shape_is_not_taken_for_the_array(run):
+    x = np.arange(16.0).reshape(4, 4)
+    args = dict(alpha=np.float64(2.0), X=x, Y=np.ones((4, 4)), reps=1)
+    run(**args)  # the common path now keeps these shapes
+    args = dict(alpha=np.float64(2.0), X=x.T, Y=np.ones((4, 4)), reps=1)
+    assert run._signature.quick((), dict(args)) is None  # same shape, other strides: the general path
+    with pytest.raises(ArgumentError, match=r"'X' must be a C-contiguous"):
+        run(**args)
+
+
 @pytest.mark.parametrize(
     "change, match",
     [

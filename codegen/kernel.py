@@ -301,8 +301,8 @@ def generate(
     timed = step_times
     if timed and dialect.name != "cuda":
         raise CpufreeError(
-            f"step timing (DACE_CPUFREE_STEP_TIMES=1) reads CUDA's %globaltimer and has no {dialect.name} version. "
-            f"Fix: unset DACE_CPUFREE_STEP_TIMES for {dialect.name} builds."
+            f"step timing reads CUDA's %globaltimer and has no {dialect.name} version. Fix: step_times=False, or "
+            f"unset DACE_CPUFREE_STEP_TIMES for {dialect.name} builds."
         )
     printer = Printer(communicates, timed, race_check, facts, ctx)
     body = printer.node(root, 1)

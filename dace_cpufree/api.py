@@ -172,6 +172,7 @@ def compile(  # noqa: A001 - the API's name
     debug_waits: bool | float = False,
     callback_timeout: float | None = None,
     concurrent_steps: bool | None = None,
+    step_times: bool | None = None,
     load: bool = True,
 ) -> PersistentProgram:
     """Compiles a program into a callable that runs it as one persistent kernel.
@@ -204,6 +205,9 @@ def compile(  # noqa: A001 - the API's name
     :param concurrent_steps: independent grid steps next to each other run side by side on blocks of their own when
                              together they have fewer elements than the grid has threads (default, or
                              ``DACE_CPUFREE_CONCURRENT_STEPS``); ``False``: one after another on the whole grid.
+    :param step_times: build the kernel with step timing (``run.step_times()``: each block's time per segment
+                       between grid syncs, barriers and steps; the timed build is cached apart from the plain one);
+                       default ``DACE_CPUFREE_STEP_TIMES``, else off.
     :param load: ``False``: only build (see :func:`prebuild`).
 
     ``print(...)`` of scalars and calls of Python functions that DaCe turns into callbacks run on the host while
@@ -230,6 +234,7 @@ def compile(  # noqa: A001 - the API's name
         debug_waits=debug_waits,
         callback_timeout=callback_timeout,
         concurrent_steps=concurrent_steps,
+        step_times=step_times,
     )
     sdfg = _transformed(program_or_sdfg, opts)
     functions = callables(program_or_sdfg, program_calls(sdfg))

@@ -38,6 +38,13 @@ def _broadcast(data: bytes, size: int) -> bytes:
     return MPI.COMM_WORLD.bcast(data, root=0)
 
 
+def pe_device(local_rank: int, gpus: int) -> int:
+    """The GPU of the process of node rank ``local_rank`` among ``gpus`` visible ones: ``DACE_CPUFREE_DEVICE``, else
+    ``local_rank % gpus``."""
+    chosen = env("DACE_CPUFREE_DEVICE")
+    return chosen if chosen is not None else local_rank % max(gpus, 1)
+
+
 class ShmemSession:
     """The process's SHMEM state; one per process (:func:`session`)."""
 
@@ -52,8 +59,7 @@ class ShmemSession:
         atexit.register(self.finalize)
 
     def device(self, gpus: int) -> int:
-        chosen = env("DACE_CPUFREE_DEVICE")
-        return chosen if chosen is not None else self.local_rank % max(gpus, 1)
+        return pe_device(self.local_rank, gpus)
 
     def attach(self, lib, gpus: int, direct_stores: bool = False) -> None:
         """Initialises SHMEM in generated library ``lib`` (collective: every process, same order).

@@ -177,12 +177,13 @@ class PersistentProgram:
 
     def step_times(self) -> StepTimes:
         """Per-block time of each segment of the last launch; see :class:`StepTimes`. Needs a kernel built with
-        ``DACE_CPUFREE_STEP_TIMES=1`` (CUDA, or the host emulation)."""
+        step timing (``compile(..., step_times=True)`` or ``DACE_CPUFREE_STEP_TIMES=1``; CUDA, or the host
+        emulation)."""
         labels = self.source.step_labels
         if not labels:
             raise CpufreeError(
-                f"{self.sdfg.name} was built without step timing. Fix: set DACE_CPUFREE_STEP_TIMES=1 before "
-                "dace_cpufree.compile(...) (the timed build is cached apart from the plain one)."
+                f"{self.sdfg.name} was built without step timing. Fix: dace_cpufree.compile(..., step_times=True) "
+                "or DACE_CPUFREE_STEP_TIMES=1 before compiling (the timed build is cached apart from the plain one)."
             )
         grid = self.launch_config[0]
         if grid <= 0:

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dace_cpufree.launcher import placement
+from dace_cpufree.options import env
 
 from . import FORMS, PROGRAMS
 
@@ -76,15 +77,18 @@ def _per_step(report: dict, steps: int, ms: float, slope_steps: int | None, slop
     return report
 
 
-def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool = True, slope_steps=None) -> tuple:
-    """Our persistent kernel on this process's PE: final tiles and report fields (kernel time by CUDA events)."""
+def _run_cpufree(
+    program, form, A, B, steps: int, repeat: int, specialize: bool = True, slope_steps=None, step_times=None
+) -> tuple:
+    """Our persistent kernel on this process's PE: final tiles and report fields (kernel time by CUDA events);
+    ``step_times``: built with step timing, whose table every PE prints (``None``: as ``DACE_CPUFREE_STEP_TIMES``)."""
 
     import dace_cpufree
 
     module = PROGRAMS[program]
     size = placement().size
     fixed, per_call = compile_symbols(program, size, A.shape, specialize)
-    prog = dace_cpufree.compile(getattr(module, form), symbols=fixed or None)
+    prog = dace_cpufree.compile(getattr(module, form), symbols=fixed or None, step_times=step_times)
 
     def best(n: int) -> tuple:
         times = []
@@ -99,7 +103,7 @@ def _run_cpufree(program, form, A, B, steps: int, repeat: int, specialize: bool 
 
     a, b, ms = best(steps)
     slope_ms = best(slope_steps)[2] if slope_steps else None
-    if prog.source.step_labels:  # built with DACE_CPUFREE_STEP_TIMES=1 (--step-times): the last launch, per block
+    if prog.source.step_labels:  # built with step timing (--step-times): the last launch, per block
         rank = placement().rank
         table = prog.step_times().table(per=slope_steps or steps)
         print("\n".join(f"[pe {rank}] {line}" for line in table.splitlines()), flush=True)
@@ -123,6 +127,7 @@ def run(
     specialize: bool = True,
     slope_steps: int | None = None,
     ny: int | None = None,
+    step_times: bool | None = None,
 ) -> dict:
     """Runs on this process's GPU (``dace_mpi`` with ``device="cpu"``: on the CPU); returns rank 0's report
     (other ranks: their own timing only)."""
@@ -134,7 +139,7 @@ def run(
     A0, B0 = module.initialize(n, nx, **middle)
     A, B = module.tile(A0, rank, size), module.tile(B0, rank, size)
     if framework == "cpufree":
-        a, b, fields = _run_cpufree(program, form, A, B, steps, repeat, specialize, slope_steps)
+        a, b, fields = _run_cpufree(program, form, A, B, steps, repeat, specialize, slope_steps, step_times)
     else:
         from . import dace_mpi
 
@@ -183,7 +188,7 @@ def _gather_tiles(comm, rank: int, size: int, a: np.ndarray, b: np.ndarray) -> l
 def cached_arrays(name: str, compute) -> dict[str, np.ndarray]:
     """``compute()``'s arrays (a dict), kept as ``name.npz`` in ``$DACE_CPUFREE_REF_CACHE`` (a folder) when set:
     a scaling study validates many configurations against the same NumPy reference."""
-    folder = os.environ.get("DACE_CPUFREE_REF_CACHE")
+    folder = env("DACE_CPUFREE_REF_CACHE")
     path = Path(folder) / f"{name}.npz" if folder else None
     if path is not None and path.exists():
         with np.load(path) as stored:
@@ -257,7 +262,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--step-times",
         action="store_true",
-        help="cpufree: build with step timing (DACE_CPUFREE_STEP_TIMES=1) and print, on every PE, the last "
+        help="cpufree: build with step timing (compile(..., step_times=True)) and print, on every PE, the last "
         "launch's time per segment and time step (min / mean / max over the blocks; lines prefixed [pe N])",
     )
     args = parser.parse_args(argv)
@@ -265,8 +270,6 @@ def main(argv=None) -> int:
         domain_extents(args.program, args.ny)
     except ValueError as e:
         parser.error(str(e))
-    if args.step_times:
-        os.environ["DACE_CPUFREE_STEP_TIMES"] = "1"  # read when the program is compiled, on every rank
     t0 = time.perf_counter()
     check = not args.no_check
     try:
@@ -283,6 +286,7 @@ def main(argv=None) -> int:
             not args.generic,
             args.slope_steps,
             args.ny,
+            args.step_times or None,
         )
     except BaseException:
         _abort_job()

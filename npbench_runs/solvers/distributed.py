@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -182,9 +181,9 @@ def distributed_cg(b, iters: int, halo, xp=np):
 
 def _use_device(cp, local_rank: int) -> None:
     """The GPU that the runtime gives this process's PE (``DACE_CPUFREE_DEVICE``, else ``local rank % GPUs``)."""
-    chosen = os.environ.get("DACE_CPUFREE_DEVICE")
-    device = int(chosen) if chosen else local_rank % max(cp.cuda.runtime.getDeviceCount(), 1)
-    cp.cuda.Device(device).use()
+    from dace_cpufree.runtime.nvshmem import pe_device
+
+    cp.cuda.Device(pe_device(local_rank, cp.cuda.runtime.getDeviceCount())).use()
 
 
 def _ours(framework: str, b_tile: np.ndarray, iters: int, repeat: int, cp) -> tuple[list, np.ndarray, np.ndarray]:

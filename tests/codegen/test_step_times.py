@@ -1,5 +1,6 @@
-"""Step timing (``DACE_CPUFREE_STEP_TIMES=1``): marks around every grid sync, block barrier and step of the
-kernel, summed per block in shared memory and read back by ``PersistentProgram.step_times()``.
+"""Step timing (``compile(..., step_times=True)`` or ``DACE_CPUFREE_STEP_TIMES=1``): marks around every grid sync,
+block barrier and step of the kernel, summed per block in shared memory and read back by
+``PersistentProgram.step_times()``.
 
 CPU tests: the generated text, the host emulation (the sums against the elapsed time), nvcc (a plain and a
 communicating kernel), and the errors. The GPU test checks the sums against the kernel's own elapsed time on
@@ -28,6 +29,16 @@ def test_off_by_default(monkeypatch):
     monkeypatch.delenv("DACE_CPUFREE_STEP_TIMES", raising=False)
     source = dace_cpufree.kernel_source(STENCIL.program)
     assert source.step_labels is None
+
+
+def test_the_compile_option_takes_precedence_over_the_environment(monkeypatch):
+    monkeypatch.delenv("DACE_CPUFREE_STEP_TIMES", raising=False)
+    assert dace_cpufree.kernel_source(STENCIL.program, step_times=True).step_labels
+    monkeypatch.setenv("DACE_CPUFREE_STEP_TIMES", "1")
+    assert dace_cpufree.kernel_source(STENCIL.program, step_times=False).step_labels is None
+    monkeypatch.delenv("DACE_CPUFREE_STEP_TIMES")
+    prog = check_against_numpy(STENCIL, "emulate", "test", options=dict(step_times=True))
+    assert prog.step_times().us.shape == (1, len(prog.source.step_labels))
 
 
 def test_every_sync_and_step_is_marked(timed):

@@ -33,7 +33,7 @@ extern "C" int schedule(long long M, long long N, long long K, long long blocks,
     std::vector<int> taken(s.tiles * s.k_tiles, 0);
     const long long nb = blocks > 0 ? blocks : 1;
     std::vector<long long> block_steps(nb, 0);
-    std::vector<int> split_tile(s.tiles_m * s.tiles_n, 0);
+    std::vector<int> is_split(s.tiles_m * s.tiles_n, 0);
     bool seen_split = false;
     for (long long w = 0; w < s.units(blocks); ++w) {
         const WorkUnit u = work_unit<TM, TN>(s, w, blocks);
@@ -45,21 +45,24 @@ extern "C" int schedule(long long M, long long N, long long K, long long blocks,
         if ((w < s.block_end(w % nb, nb)) != (s.stream == 0 || u.count > 0)) return 7;
         if (s.stream > 0 && u.count == 0) continue;
         const long long tile = (u.m0 / TM) * s.tiles_n + u.n0 / TN;
-        split_tile[tile] = u.split;
+        is_split[tile] = u.split;
         for (long long k = u.first; k < u.first + u.count; ++k) ++taken[tile * s.k_tiles + k];
     }
     for (int t : taken)
         if (t != 1) return 1;
     long long splits = 0;
-    for (int t : split_tile) splits += t;
+    for (int t : is_split) splits += t;
     if (splits != s.tiles - s.whole) return 3;
     std::vector<int> scaled(M * N, 0);
-    for (long long e = 0; e < (s.tiles - s.whole) * TM * TN; ++e) {
+    for (long long u = 0; u < (s.tiles - s.whole) * (TM / kScaleBandRows<TM>); ++u) {  // as scale_split_tiles
         long long row, col;
-        if (split_element<TM, TN>(s, e, M, N, row, col)) ++scaled[row * N + col];
+        int rows, cols;
+        split_band<TM, TN>(s, u, M, N, row, col, rows, cols);
+        for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < cols; ++c) ++scaled[(row + r) * N + col + c];
     }
     for (long long i = 0; i < M * N; ++i)
-        if (scaled[i] != split_tile[(i / N / TM) * s.tiles_n + (i % N) / TN]) return 4;
+        if (scaled[i] != is_split[(i / N / TM) * s.tiles_n + (i % N) / TN]) return 4;
     return 0;
 }
 
@@ -69,9 +72,15 @@ extern "C" int schedule(long long M, long long N, long long K, long long blocks,
 extern "C" void product(long long M, long long N, long long K, long long blocks, double alpha, const double *A,
                         const double *B, double beta, double *C) {
     const Schedule s = make_schedule<TM, TN, TK>(M, N, K, blocks);
-    for (long long e = 0; e < (s.tiles - s.whole) * TM * TN; ++e) {
+    for (long long u = 0; u < (s.tiles - s.whole) * (TM / kScaleBandRows<TM>); ++u) {
         long long row, col;
-        if (split_element<TM, TN>(s, e, M, N, row, col)) C[row * N + col] = beta == 0 ? 0 : beta * C[row * N + col];
+        int rows, cols;
+        split_band<TM, TN>(s, u, M, N, row, col, rows, cols);
+        for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < cols; ++c) {
+                double &x = C[(row + r) * N + col + c];
+                x = beta == 0 ? 0 : beta * x;
+            }
     }
     for (long long b = 0; b < blocks; ++b)  // as the blocks of the tile loops take them
     for (long long w = b; w < s.block_end(b, blocks); w += blocks) {

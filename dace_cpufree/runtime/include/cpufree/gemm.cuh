@@ -358,16 +358,25 @@ __device__ inline void scale_output(long long M, long long N, T beta, T *C, long
     }
 }
 
-// C = beta * C over the split tiles (all threads of the grid): the first half of split-K.
+// C = beta * C over the split tiles (all threads of the grid): the first half of split-K. Blocks take bands of a tile's
+// rows (split_band), whose place they work out once a band, not once an element (the visiting order's divisions had
+// made this pass cost more than its stores), their threads consecutive columns of the band's rows.
 template <typename Tile, typename T>
 __device__ inline void scale_split_tiles(const Schedule &s, long long M, long long N, T beta, T *C, long long ldc) {
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long elements = (long long)(s.tiles - s.whole) * Tile::kTileM * Tile::kTileN;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < elements; e += stride) {
+    constexpr int TM = Tile::kTileM, TN = Tile::kTileN, kRows = kScaleBandRows<TM>;
+    const long long bands = (long long)(s.tiles - s.whole) * (TM / kRows);
+    for (long long u = blockIdx.x; u < bands; u += gridDim.x) {
         long long row, col;
-        if (split_element<Tile::kTileM, Tile::kTileN>(s, e, M, N, row, col)) {
-            T &c = C[row * ldc + col];
-            c = beta == T(0) ? T(0) : beta * c;
+        int rows, cols;
+        split_band<TM, TN>(s, u, M, N, row, col, rows, cols);
+        if (rows <= 0) continue;
+        T *band = C + row * ldc + col;
+        for (int e = int(threadIdx.x); e < kRows * TN; e += int(blockDim.x)) {
+            const int r = e / TN, c = e % TN;
+            if (r < rows && c < cols) {
+                T &x = band[r * ldc + c];
+                x = beta == T(0) ? T(0) : beta * x;
+            }
         }
     }
 }

@@ -196,17 +196,23 @@ CPUFREE_HD inline KRange k_range(const WorkUnit &u, long long K) {
     return {u.first * TileK, end < K ? end : K};
 }
 
-// Element e of the split tiles (e < (tiles - whole) * TileM * TileN): its row and column in C, or false where the
-// tile's element lies outside the M x N matrix. Consecutive e run along a tile's rows.
+// The split tiles' rows are scaled in bands of this many rows (scale_split_tiles): enough bands to share among the
+// blocks, few enough that a band's place is worked out once for many elements.
+template <int TileM> constexpr int kScaleBandRows = TileM % 16 == 0 ? 16 : TileM;
+
+// Band u of the split tiles (u < (tiles - whole) * TileM / kScaleBandRows; the split tiles come after the whole ones
+// in visiting order, each in TileM / kScaleBandRows bands): its first row and column in C and how many of its rows and
+// columns lie inside the M x N matrix (rows <= 0: none).
 template <int TileM, int TileN>
-CPUFREE_HD inline bool split_element(const Schedule &s, long long e, long long M, long long N, long long &row,
-                                     long long &col) {
-    constexpr long long kTile = (long long)TileM * TileN;
+CPUFREE_HD inline void split_band(const Schedule &s, long long u, long long M, long long N, long long &row,
+                                  long long &col, int &rows, int &cols) {
+    constexpr int kRows = kScaleBandRows<TileM>, kBands = TileM / kRows;
     long long tm, tn;
-    tile_coords(s, s.whole + e / kTile, tm, tn);
-    row = tm * TileM + (e % kTile) / TileN;
-    col = tn * TileN + e % TileN;
-    return row < M && col < N;
+    tile_coords(s, s.whole + u / kBands, tm, tn);
+    row = tm * TileM + (u % kBands) * kRows;
+    col = tn * TileN;
+    rows = int(M - row < kRows ? M - row : kRows);
+    cols = int(N - col < TileN ? N - col : TileN);
 }
 
 }  // namespace gemm_detail

@@ -185,7 +185,8 @@ class PersistentProgram:
                 f"{self.sdfg.name} was built without step timing. Fix: dace_cpufree.compile(..., step_times=True) "
                 "or DACE_CPUFREE_STEP_TIMES=1 before compiling (the timed build is cached apart from the plain one)."
             )
-        grid = self.launch_config[0]
+        launch = self.launch_config
+        grid = launch[0]
         if grid <= 0:
             raise CpufreeError(f"{self.sdfg.name} has not run yet. Fix: call the program once, then step_times().")
         n = len(labels)
@@ -198,7 +199,7 @@ class PersistentProgram:
         rows = rows[:got].astype(np.float64)
         ns, cycles = rows[:, n], np.maximum(rows[:, n + 1], 1.0)
         us = rows[:, :n] * (ns / cycles)[:, None] / 1e3
-        return StepTimes(list(labels), us, ns / 1e3, tuple(self.launch_config))
+        return StepTimes(list(labels), us, ns / 1e3, launch)
 
     def _check(self, rc: int) -> None:
         if rc != 0:

@@ -253,6 +253,7 @@ def compile(  # noqa: A001 - the API's name
             full_blocks=source.direct_stores,
             race_check=opts.race_check,
             environments=source.environments,
+            steps=source.step_lines,
         )
     except BuildError as err:
         where = (source.step_sources or {}).get(err.step)

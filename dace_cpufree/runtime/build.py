@@ -190,6 +190,7 @@ def build(
     full_blocks: bool = False,
     race_check: str | None = None,
     environments: tuple = (),
+    steps: tuple = (),
 ) -> Path:
     """Compiles ``code`` into a shared library (cached by content and command) and returns its path.
 
@@ -198,6 +199,8 @@ def build(
     :param race_check: an emulation build with the race checker, threads run in this order (``RACE_ORDERS``).
     :param environments: the DaCe environments of the kernel's tasklets (``KernelSource.environments``): the
                          device library of matrix products adds its include folders (:mod:`.mathdx`).
+    :param steps: ``(first line, last line, label)`` of the code's steps and loops (``KernelSource.step_lines``): a
+                  compiler error names the innermost one around its line.
     """
     suffix = {"cuda": ".cu", "hip": ".hip.cpp", "emulate": ".cpp"}[backend]
     flags = full_block_flags(full_blocks) + extra_nvcc_flags() if backend == "cuda" else []
@@ -224,7 +227,7 @@ def build(
         cmd[cmd.index(str(output))] = str(partial)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise compiler_failure(cmd, name, source, proc.stderr)
+            raise compiler_failure(cmd, name, source, proc.stderr, steps)
         os.replace(partial, output)
     return output
 
@@ -245,18 +248,17 @@ def first_error(stderr: str) -> tuple[str, int | None] | None:
     return None
 
 
-def _step_of(code_lines: list[str], line: int) -> str | None:
-    """The step comment (``// map ...``, ``// copy ...``, ``// tasklet ...``) nearest above generated ``line``."""
-    for text in reversed(code_lines[: max(line - 1, 0)]):
-        stripped = text.strip()
-        if stripped.startswith("// ") and not stripped.startswith("// ----"):
-            return stripped[3:]
-    return None
+def step_at(steps: tuple, line: int) -> str | None:
+    """The label of the innermost of ``steps`` (``(first, last, label)``, ``KernelSource.step_lines``) that holds
+    generated ``line``, ``None`` where none does."""
+    around = [(last - first, label) for first, last, label in steps if first <= line <= last]
+    return min(around)[1] if around else None
 
 
-def compiler_failure(cmd: list[str], name: str, source: Path, stderr: str) -> BuildError:
+def compiler_failure(cmd: list[str], name: str, source: Path, stderr: str, steps: tuple = ()) -> BuildError:
     """The error of a failed build: the first error first (the later ones are often its consequences), the
-    generated line it points at and the step that line belongs to, then the end of the output and the command."""
+    generated line it points at and the step (``steps``, see :func:`step_at`) that line belongs to, then the end of
+    the output and the command."""
     found = first_error(stderr)
     lines = [f"{Path(cmd[0]).name} failed on the generated code of '{name}' ({source})."]
     error = step = None
@@ -266,7 +268,7 @@ def compiler_failure(cmd: list[str], name: str, source: Path, stderr: str) -> Bu
         code_lines = source.read_text().splitlines() if source.exists() else []
         if line is not None and 0 < line <= len(code_lines):
             lines.append(f"  generated line {line}: {code_lines[line - 1].strip()}")
-            step = _step_of(code_lines, line)
+            step = step_at(steps, line)
             if step:
                 lines.append(f"  in the step: {step}")
     lines.append(

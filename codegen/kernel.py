@@ -198,13 +198,13 @@ class Printer:
         cond = self._expr(loop.cond)
         if not loop.inverted and not loop.cond.sync_before and not (loop.update and loop.update.sync_before):
             head = f"for ({self._expr(loop.init)}; {cond}; {self._expr(loop.update)}) {{"
-            return self._span(_pad([f"// loop {loop.label}", head], depth) + body + _pad(["}"], depth), 0, label)
+            return self._span(_pad([f"// {label}", head], depth) + body + _pad(["}"], depth), 0, label)
         init = self._sync(loop.init, depth) + (_pad([self._expr(loop.init) + ";"], depth) if loop.init else [])
         check = self._sync(loop.cond, depth + 1) + _pad([f"if (!({cond})) break;"], depth + 1)
         if not loop.inverted and not (loop.update and loop.update.sync_before):
             # the condition needs a sync first: test it inside; `continue` still runs the update
             head = f"for (; ; {self._expr(loop.update)}) {{"
-            out = init + _pad([f"// loop {loop.label}", head], depth) + check + body + _pad(["}"], depth)
+            out = init + _pad([f"// {label}", head], depth) + check + body + _pad(["}"], depth)
             return self._span(out, len(init), label)
         update = self._sync(loop.update, depth + 1) + (
             _pad([self._expr(loop.update) + ";"], depth + 1) if loop.update else []
@@ -215,7 +215,7 @@ class Printer:
             inner = body + update + check
         else:
             inner = body + check + update
-        out = init + _pad([f"// loop {loop.label}", "while (true) {"], depth) + inner + _pad(["}"], depth)
+        out = init + _pad([f"// {label}", "while (true) {"], depth) + inner + _pad(["}"], depth)
         return self._span(out, len(init), label)
 
     @staticmethod

@@ -20,6 +20,18 @@ HOST_SCHEDULE = r"""
 using namespace cpufree::gemm_detail;
 constexpr int TM = 64, TN = 64, TK = 16;
 
+// Every element of the split tiles that scale_split_tiles scales, band by band as it takes them: f(row, col).
+template <typename F>
+void each_scaled(const Schedule &s, long long M, long long N, F f) {
+    for (long long u = 0; u < (s.tiles - s.whole) * (TM / kScaleBandRows<TM>); ++u) {
+        long long row, col;
+        int rows, cols;
+        split_band<TM, TN>(s, u, M, N, row, col, rows, cols);
+        for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < cols; ++c) f(row + r, col + c);
+    }
+}
+
 // facts: tiles, splits, whole, units, k_tiles_per_split, stream, pieces. Returns 0, or the first check that failed (1:
 // a K step of a tile taken twice or never, 2: a split unit before a whole one, 3: a split unit's tile among the whole
 // ones, 4: the split tiles' elements not covered exactly once by the scaling, 5: a unit with no K step outside a stream
@@ -54,13 +66,7 @@ extern "C" int schedule(long long M, long long N, long long K, long long blocks,
     for (int t : is_split) splits += t;
     if (splits != s.tiles - s.whole) return 3;
     std::vector<int> scaled(M * N, 0);
-    for (long long u = 0; u < (s.tiles - s.whole) * (TM / kScaleBandRows<TM>); ++u) {  // as scale_split_tiles
-        long long row, col;
-        int rows, cols;
-        split_band<TM, TN>(s, u, M, N, row, col, rows, cols);
-        for (int r = 0; r < rows; ++r)
-            for (int c = 0; c < cols; ++c) ++scaled[(row + r) * N + col + c];
-    }
+    each_scaled(s, M, N, [&](long long row, long long col) { ++scaled[row * N + col]; });
     for (long long i = 0; i < M * N; ++i)
         if (scaled[i] != is_split[(i / N / TM) * s.tiles_n + (i % N) / TN]) return 4;
     return 0;
@@ -72,16 +78,10 @@ extern "C" int schedule(long long M, long long N, long long K, long long blocks,
 extern "C" void product(long long M, long long N, long long K, long long blocks, double alpha, const double *A,
                         const double *B, double beta, double *C) {
     const Schedule s = make_schedule<TM, TN, TK>(M, N, K, blocks);
-    for (long long u = 0; u < (s.tiles - s.whole) * (TM / kScaleBandRows<TM>); ++u) {
-        long long row, col;
-        int rows, cols;
-        split_band<TM, TN>(s, u, M, N, row, col, rows, cols);
-        for (int r = 0; r < rows; ++r)
-            for (int c = 0; c < cols; ++c) {
-                double &x = C[(row + r) * N + col + c];
-                x = beta == 0 ? 0 : beta * x;
-            }
-    }
+    each_scaled(s, M, N, [&](long long row, long long col) {
+        double &x = C[row * N + col];
+        x = beta == 0 ? 0 : beta * x;
+    });
     for (long long b = 0; b < blocks; ++b)  // as the blocks of the tile loops take them
     for (long long w = b; w < s.block_end(b, blocks); w += blocks) {
         const WorkUnit u = work_unit<TM, TN>(s, w, blocks);

@@ -14,7 +14,13 @@ element, contiguous); one element type, ``float32`` or ``float64``; the two resu
 each other and from ``A`` and ``x``. Either ``y`` is the whole result of ``A @ x``, read from the access node that
 product writes (a chain), or neither product reaches the other in the state and ``y`` is neither result (a pair).
 Effect: the two nodes are gone; the tasklet reads ``A``, ``x`` (and ``y`` for a pair) and writes both results, with
-the same memlets. Any other product is left to the library expansions (:mod:`.gemm`, DaCe's ``pure``).
+the same memlets.
+
+A product ``A @ x`` of the same kinds of operands left without a partner, in a state that no loop repeats (here or
+around a nested SDFG), becomes ``cpufree::gemv_right``: the streamed pass with its one output (gesummv's two
+products, ``A @ x`` and ``B @ x``). It costs a zeroing pass and a grid sync, paid once; in a loop the expansion's
+tile per row (fused with the steps around it, no sync) is kept. Any other product is left to the library expansions
+(:mod:`.gemm`, DaCe's ``pure``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import dace
 import networkx as nx
 from dace.libraries.blas.nodes.matmul import MatMul
 from dace.sdfg import nodes
+from dace.sdfg.state import LoopRegion
 from dace.transformation import pass_pipeline as ppl
 
 from dace_cpufree.vocabulary import CPUFreeMatVec
@@ -95,16 +102,54 @@ def _pair(state: dace.SDFGState, sdfg: dace.SDFG) -> tuple | None:
     return None
 
 
-def _replace(state: dace.SDFGState, sdfg: dace.SDFG, kind: str, right, left) -> None:
-    (rnode, (_, matrix, x, ax, (rows, cols, ld))), (lnode, (_, other, y, ya, _)) = right, left
+def _in_loop(state: dace.SDFGState) -> bool:
+    """Whether a loop repeats ``state``: a loop region around it, in its SDFG or around a nested SDFG that holds it."""
+    block = state
+    while True:
+        graph = block.parent_graph
+        if isinstance(graph, LoopRegion):
+            return True
+        if isinstance(graph, dace.SDFG):
+            if graph.parent_nsdfg_node is None:
+                return False
+            block = graph.parent  # the state of the nested SDFG's node
+        else:
+            block = graph
+
+
+def _alone(state: dace.SDFGState, sdfg: dace.SDFG) -> tuple | None:
+    """The first ``A @ x`` of the pattern left in ``state`` (no partner: :func:`_pair` has taken every pair), where no
+    loop repeats the state: ``(node, A @ x facts)``."""
+    if _in_loop(state):
+        return None
+    for node in state.nodes():
+        facts = _product(state, sdfg, node) if isinstance(node, MatMul) else None
+        if facts is None or facts[0] != "right":
+            continue
+        matrix, result = facts[1].data.data, facts[3].data.data
+        if not _written(state, matrix) and result not in (matrix, facts[2].data.data):
+            return node, facts
+    return None
+
+
+def _replace(state: dace.SDFGState, sdfg: dace.SDFG, kind: str, right, left=None) -> None:
+    """The products replaced by one call: ``kind`` ``"pair"`` or ``"chain"`` (``right`` and ``left``), ``"right"``
+    (``right`` alone)."""
+    rnode, (_, matrix, x, ax, (rows, cols, ld)) = right
     dtype = sdfg.arrays[ax.data.data].dtype
     pointer = dace.pointer(dtype)
-    inputs = {"_A": matrix, "_x": x} if kind == "chain" else {"_A": matrix, "_x": x, "_y": y}
-    vectors = "_x, _Ax, _yA" if kind == "chain" else "_x, _y, _Ax, _yA"
+    outputs = {ax: "_Ax"}
+    if kind == "right":
+        inputs, vectors = {"_A": matrix, "_x": x}, "_x, _Ax"
+    else:
+        lnode, (_, other, y, ya, _) = left
+        outputs[ya] = "_yA"
+        inputs = {"_A": matrix, "_x": x} if kind == "chain" else {"_A": matrix, "_x": x, "_y": y}
+        vectors = "_x, _Ax, _yA" if kind == "chain" else "_x, _y, _Ax, _yA"
     tasklet = state.add_tasklet(
         f"{rnode.label}_{kind}",
         inputs={c: pointer for c in inputs},
-        outputs={"_Ax": pointer, "_yA": pointer},
+        outputs={c: pointer for c in outputs.values()},
         code=(
             f"cpufree::gemv_{kind}<{dtype.ctype}>((long long)({cxx(rows)}), (long long)({cxx(cols)}), _A, "
             f"(long long)({cxx(ld)}), {vectors});"
@@ -119,18 +164,19 @@ def _replace(state: dace.SDFGState, sdfg: dace.SDFG, kind: str, right, left) -> 
         sdfg.arrays[ax.data.data].lifetime = dace.dtypes.AllocationLifetime.Persistent
     for conn, edge in inputs.items():
         state.add_edge(edge.src, edge.src_conn, tasklet, conn, dace.Memlet.from_memlet(edge.data))
-    for edge, conn in ((ax, "_Ax"), (ya, "_yA")):
+    for edge, conn in outputs.items():
         state.add_edge(tasklet, conn, edge.dst, edge.dst_conn, dace.Memlet.from_memlet(edge.data))
-    source = other.src
     state.remove_node(rnode)
-    state.remove_node(lnode)
-    if state.degree(source) == 0:
-        state.remove_node(source)
+    if kind != "right":
+        source = other.src
+        state.remove_node(lnode)
+        if state.degree(source) == 0:
+            state.remove_node(source)
 
 
 class PairMatVecProducts(ppl.Pass):
     """``A @ x`` and ``y @ A`` (or ``(A @ x) @ A``) in one state become one ``cpufree::gemv_pair`` (or
-    ``gemv_chain``) call (module doc)."""
+    ``gemv_chain``) call, ``A @ x`` alone outside loops one ``cpufree::gemv_right`` call (module doc)."""
 
     CATEGORY = "dace-cpufree"
 
@@ -146,5 +192,8 @@ class PairMatVecProducts(ppl.Pass):
             for state in graph.states():
                 while (pair := _pair(state, graph)) is not None:
                     _replace(state, graph, *pair)
+                    paired += 1
+                while (alone := _alone(state, graph)) is not None:
+                    _replace(state, graph, "right", alone)
                     paired += 1
         return paired or None

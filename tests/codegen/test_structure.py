@@ -146,17 +146,17 @@ def test_step_functions_take_the_kernel_pointers_as_parameters():
     warp step reloaded them 71 times) and gets the kernel's pointers as parameters declared like the kernel's
     (captured, nvcc saw struct members: generic loads and stores, no __restrict__). Text under test: the capture
     and parameter forms nvcc compiles (tests/transformations/test_scheduler.py builds gesummv-like steps)."""
-    kernel = _kernel_text(KERNELS["gesummv"].program)
+    kernel = _kernel_text(KERNELS["softmax"].program)
     assert "[&]" not in kernel
     header = re.search(r"auto __step = \[=\]\(auto __tile, ([^)]*)\) \{", kernel)
     params = dict(reversed(p.rsplit(" ", 1)) for p in header.group(1).split(", "))
-    assert params["A"] == "double * __restrict__" and params["B"] == "double * __restrict__"  # read only
-    assert params["__return"] == "double *"  # written: no __restrict__, as in the kernel's signature
+    assert params["x"] == "float * __restrict__"  # read only
+    assert params["__return"] == "float *"  # written: no __restrict__, as in the kernel's signature
     call = re.search(r"cpufree::with_tile<\d+>\(.*, __step, ([^;]*)\);", kernel)
     assert call.group(1).split(", ") == list(params)  # passed in the same order
     # read-only arrays load through __ldg in the step (nvcc cannot prove them read-only there); written ones not
-    assert "= __ldg(&B[(__i0) * (N) + (__i1)]);" in kernel and "= __ldg(&x[(__i1)]);" in kernel
-    assert "__ldg(&__return" not in kernel and "__ldg" not in _kernel_text(KERNELS["gesummv"].program, scheduler=False)
+    assert "= __ldg(&x[(__i0) * (((H * SM) * SM)) + (__i1) * ((SM * SM)) + (__i2) * (SM) + (__i3)]);" in kernel
+    assert "__ldg(&__return" not in kernel and "__ldg" not in _kernel_text(KERNELS["softmax"].program, scheduler=False)
     # communicating kernels: steps apart take theirs the same way, SHMEM tasklets too
     from npbench_runs.multigpu import jacobi_2d
 

@@ -30,6 +30,11 @@
 // each the streamed pass above with one output: the first leaves A in the L2 cache as it reads it (not streamed),
 // and the second takes each warp's run backward, so that it starts on the rows the first read last, which the cache
 // still holds.
+//
+//     cpufree::gemv_right(rows, cols, A, lda, x, Ax)
+//
+// computes Ax = A @ x alone (a product outside every loop with no partner over its matrix: gesummv's two): the streamed
+// pass with that one output, after Ax is zeroed and the grid synced.
 #pragma once
 
 #include "host_device.h"
@@ -333,6 +338,19 @@ __device__ inline void gemv_pair(long long rows, long long cols, PA A, long long
     }
 #endif
     gemv_detail::gemv_plain<T, true, true>(rows, cols, A, lda, x, y, Ax, yA);
+}
+
+// Ax = A @ x alone (gesummv's two products): Ax zeroed, one grid sync, then gemv_pair's streamed pass with this one
+// output; elsewhere (HIP, other types, the emulation) the plain form's first half.
+template <typename T, typename PA, typename PX, typename PAX>
+__device__ inline void gemv_right(long long rows, long long cols, PA A, long long lda, PX x, PAX Ax) {
+#if defined(CPUFREE_GEMV_STREAM)
+    if (gemv_detail::stream_start<T>(Ax, rows, (T *)nullptr, 0)) {
+        gemv_detail::stream<T, true, false>(rows, cols, A, lda, x, (const T *)nullptr, Ax, (T *)nullptr);
+        return;
+    }
+#endif
+    gemv_detail::gemv_plain<T, true, false>(rows, cols, A, lda, x, x, Ax, Ax);
 }
 
 // t = A @ x, then y = t @ A (atax: `(A @ x) @ A`; the second product needs all of t): one pass over A where a row

@@ -54,8 +54,16 @@ def _occurrences(sdfg: dace.SDFG, name: str) -> int:
     return sum(1 for n, _ in sdfg.all_nodes_recursive() if isinstance(n, nodes.AccessNode) and n.data == name)
 
 
+def _same(a, b) -> bool:
+    """Whether two sizes are the same expression, by their text: DaCe makes a map's range symbols afresh, without the
+    type a program gave the symbol (``dace.symbol("N", dtype=dace.int64)``), and sympy then tells them apart."""
+    return str(a) == str(b)
+
+
 def _whole(subset, desc) -> bool:
-    return subset is not None and subset.size() == list(desc.shape) and all(b == 0 for b in subset.min_element())
+    if subset is None or len(subset.size()) != len(desc.shape):
+        return False
+    return all(_same(s, d) for s, d in zip(subset.size(), desc.shape)) and all(b == 0 for b in subset.min_element())
 
 
 def _scaling(state: dace.SDFGState, sdfg: dace.SDFG, t_node: nodes.AccessNode) -> dict | None:
@@ -84,7 +92,11 @@ def _scaling(state: dace.SDFGState, sdfg: dace.SDFG, t_node: nodes.AccessNode) -
         desc = sdfg.arrays[edge.data.data]
         if scalar_like(desc) and not _written_anywhere(sdfg, edge.data.data):
             scale = edge
-        elif edge.data.subset == out.subset and tuple(desc.shape) == tuple(t_desc.shape):
+        elif (
+            edge.data.subset == out.subset
+            and len(desc.shape) == len(t_desc.shape)
+            and all(map(_same, desc.shape, t_desc.shape))
+        ):
             operand = edge
     if scale is None or operand is None or scale is operand:
         return None

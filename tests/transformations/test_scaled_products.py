@@ -19,6 +19,16 @@ def gesummv_like(
     return alpha * A @ x + beta * B @ x
 
 
+N64 = dace.symbol("N64", dtype=dace.int64)
+
+
+@dace.program
+def gesummv_int64_size(
+    alpha: dace.float64, beta: dace.float64, A: dace.float64[N64, N64], B: dace.float64[N64, N64], x: dace.float64[N64]
+):
+    return alpha * A @ x + beta * B @ x  # NPBench's own gesummv: its size a symbol typed int64
+
+
 @dace.program
 def scaled_gemm(alpha: dace.float64, A: dace.float64[N, N], B: dace.float64[N, N], C: dace.float64[N, N]):
     C[:] = alpha * A @ B
@@ -42,6 +52,8 @@ def test_the_scaled_matrix_is_not_written():
     for gesummv, the matrix C for the product of matrices) is left."""
     assert "alpha_times_A" in {n for n, d in scaled_gemm.to_sdfg(simplify=True).arrays.items() if d.transient}
     assert _matrix_containers(gesummv_like) == set()
+    # a size symbol the program typed: DaCe's map ranges name it without the type, the sizes still match
+    assert _matrix_containers(gesummv_int64_size) == set()
     assert _matrix_containers(scaled_gemm) == {"C_unscaled"}
 
 
@@ -51,6 +63,7 @@ def test_a_scaled_copy_with_another_use_stays():
 
 CASES = {
     "gesummv_like": (lambda a, b, A, B, x: a * A @ x + b * B @ x),
+    "gesummv_int64_size": (lambda a, b, A, B, x: a * A @ x + b * B @ x),
     "scaled_gemm": (lambda a, A, B, C: a * A @ B),
     "scaled_copy_used_twice": (lambda a, A, x, S: (a * A) @ x),
 }
@@ -61,12 +74,15 @@ def _arguments(program, n: int, seed: int) -> list:
     mat, vec = (lambda: rng.standard_normal((n, n))), (lambda: rng.standard_normal(n))
     return {
         "gesummv_like": [1.5, -0.5, mat(), mat(), vec()],
+        "gesummv_int64_size": [1.5, -0.5, mat(), mat(), vec()],
         "scaled_gemm": [1.5, mat(), mat(), np.zeros((n, n))],
         "scaled_copy_used_twice": [1.5, mat(), vec(), np.zeros((n, n))],
     }[program.f.__name__]
 
 
-@pytest.mark.parametrize("program", [gesummv_like, scaled_gemm, scaled_copy_used_twice], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "program", [gesummv_like, gesummv_int64_size, scaled_gemm, scaled_copy_used_twice], ids=lambda p: p.name
+)
 def test_results_match_numpy_under_the_race_checker(program):
     args = _arguments(program, 23, 11)
     want = CASES[program.f.__name__](*args)
@@ -77,7 +93,9 @@ def test_results_match_numpy_under_the_race_checker(program):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("program", [gesummv_like, scaled_gemm, scaled_copy_used_twice], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "program", [gesummv_like, gesummv_int64_size, scaled_gemm, scaled_copy_used_twice], ids=lambda p: p.name
+)
 def test_results_match_numpy_on_gpu(program):
     args = _arguments(program, 517, 12)  # products across several tiles, a partial last one
     want = CASES[program.f.__name__](*[a.copy() if isinstance(a, np.ndarray) else a for a in args])

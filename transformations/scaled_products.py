@@ -54,16 +54,15 @@ def _occurrences(sdfg: dace.SDFG, name: str) -> int:
     return sum(1 for n, _ in sdfg.all_nodes_recursive() if isinstance(n, nodes.AccessNode) and n.data == name)
 
 
-def _same(a, b) -> bool:
-    """Whether two sizes are the same expression, by their text: DaCe makes a map's range symbols afresh, without the
-    type a program gave the symbol (``dace.symbol("N", dtype=dace.int64)``), and sympy then tells them apart."""
-    return str(a) == str(b)
+def _same_sizes(a, b) -> bool:
+    """Whether two lists of sizes are the same expressions, by their text: DaCe makes a map's range symbols afresh,
+    without the type a program gave the symbol (``dace.symbol("N", dtype=dace.int64)``), and sympy then tells them
+    apart."""
+    return len(a) == len(b) and all(str(x) == str(y) for x, y in zip(a, b))
 
 
 def _whole(subset, desc) -> bool:
-    if subset is None or len(subset.size()) != len(desc.shape):
-        return False
-    return all(_same(s, d) for s, d in zip(subset.size(), desc.shape)) and all(b == 0 for b in subset.min_element())
+    return subset is not None and _same_sizes(subset.size(), desc.shape) and all(b == 0 for b in subset.min_element())
 
 
 def _scaling(state: dace.SDFGState, sdfg: dace.SDFG, t_node: nodes.AccessNode) -> dict | None:
@@ -92,11 +91,7 @@ def _scaling(state: dace.SDFGState, sdfg: dace.SDFG, t_node: nodes.AccessNode) -
         desc = sdfg.arrays[edge.data.data]
         if scalar_like(desc) and not _written_anywhere(sdfg, edge.data.data):
             scale = edge
-        elif (
-            edge.data.subset == out.subset
-            and len(desc.shape) == len(t_desc.shape)
-            and all(map(_same, desc.shape, t_desc.shape))
-        ):
+        elif edge.data.subset == out.subset and _same_sizes(desc.shape, t_desc.shape):
             operand = edge
     if scale is None or operand is None or scale is operand:
         return None

@@ -112,14 +112,25 @@ extern "C" void *cpufree_malloc(size_t n) {{
     return cudaMalloc(&p, n ? n : 1) == cudaSuccess ? p : nullptr;
 }}
 extern "C" void cpufree_free(void *p) {{ cudaFree(p); }}
-extern "C" int cpufree_memcpy(void *dst, const void *src, size_t n, int to_device) {{
-    CPUFREE_CHECK(cudaMemcpy(dst, src, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+// Copies between a host array and its device copy, in order on the stream the call launches on, and waits for them.
+extern "C" int cpufree_memcpy(void *dst, const void *src, size_t n, int to_device, void *stream) {{
+    CPUFREE_CHECK(cudaMemcpyAsync(dst, src, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                  static_cast<cudaStream_t>(stream)));
+    CPUFREE_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+    return 0;
+}}
+// Waits for the work queued on `stream` (an argument produced on a stream the launch is not ordered after).
+extern "C" int cpufree_stream_synchronize(void *stream) {{
+    CPUFREE_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
     return 0;
 }}
 
-extern "C" int cpufree_run({params}) {{
+// `cpufree_stream_arg`: the stream the caller's arrays are ordered on (CuPy's current one), on which the kernel and
+// the events around it are queued behind the caller's work, and waited for.
+extern "C" int cpufree_run(void *cpufree_stream_arg{params}) {{
     // Every local of the launcher is cpufree_-prefixed: its scope also holds the program's arguments and workspace
     // arrays under the program's own names.
+    cudaStream_t cpufree_stream = static_cast<cudaStream_t>(cpufree_stream_arg);
     // Device facts and the occupancy answer are queried on the first call (and again after
     // cpufree_configure or on another device), not on every call: they cost tens of microseconds.
     int cpufree_dev = 0;
@@ -200,11 +211,11 @@ extern "C" int cpufree_run({params}) {{
     CPUFREE_CHECK(CPUFREE_BEFORE_LAUNCH(cpufree_state.workspace, cpufree_state.workspace_size));
     cudaEvent_t cpufree_start = cpufree_state.start, cpufree_stop = cpufree_state.stop;
     cpufree_state.timed = false;
-    CPUFREE_CHECK(cudaEventRecord(cpufree_start, 0));
+    CPUFREE_CHECK(cudaEventRecord(cpufree_start, cpufree_stream));
     CPUFREE_CHECK(
         CPUFREE_LAUNCH_COOPERATIVE(cpufree_kfn, dim3((unsigned)cpufree_grid), dim3((unsigned)cpufree_block),
-                                   cpufree_args, cpufree_dynamic_shared, 0));
-    CPUFREE_CHECK(cudaEventRecord(cpufree_stop, 0));
+                                   cpufree_args, cpufree_dynamic_shared, cpufree_stream));
+    CPUFREE_CHECK(cudaEventRecord(cpufree_stop, cpufree_stream));
     CPUFREE_CHECK(cudaEventSynchronize(cpufree_stop));
     CPUFREE_CHECK(CPUFREE_AFTER_LAUNCH());
     CPUFREE_CHECK(cudaGetLastError());

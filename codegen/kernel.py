@@ -368,7 +368,7 @@ def generate(
     code += HOST_TEMPLATE.format(
         kernel=kernel,
         **launch,
-        params=", ".join(a.decl for a in host_params) or "void",
+        params="".join(", " + a.decl for a in host_params),
         work=f"cpufree_max_work({{{work}}})" if work != "0" else "0",
         need_block=need_block,
         block_fits=block_fits,

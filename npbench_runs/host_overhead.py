@@ -65,7 +65,7 @@ def measure(name: str, preset: str, calls: int) -> dict:
 
     def launch_only(bound):
         call, returned = bound
-        run._complete(call, ())
+        run._complete(run._stream(), call, ())
         return (returned[0] if len(returned) == 1 else tuple(returned)) if returned else None
 
     def bind(args):

@@ -42,6 +42,15 @@ def device_pointer(value) -> int | None:
     return None if iface is None else int(iface["data"][0])
 
 
+def producer_stream(value) -> int | None:
+    """The stream on which a device array's producer may still be writing it, as its ``__cuda_array_interface__``
+    (version 3) names it: a CUDA stream handle (1: the legacy default stream, 2: the per-thread default one);
+    ``None`` where it names none or the value is no device array."""
+    iface = getattr(value, "__cuda_array_interface__", None)
+    stream = None if iface is None else iface.get("stream")
+    return None if stream is None else int(stream)
+
+
 def scalar_value(program: str, arg, value):
     """A scalar argument as its ctypes type takes it; integers for integer parameters (a float would be cut)."""
     dtype = np.dtype(arg.desc.dtype.as_numpy_dtype())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -14,7 +15,7 @@ from dace_cpufree.errors import ArgumentError, CpufreeError, LaunchError, RaceEr
 from dace_cpufree.options import RACE_ORDERS
 from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL, is_symmetric
 
-from .arguments import Bound, Signature, device_pointer
+from .arguments import Bound, Signature, device_pointer, producer_stream
 from .channel import Call, ChannelHost, require_channel
 from .nvshmem import attach_session, is_shmem_library
 from .progress import ProgressView
@@ -56,9 +57,17 @@ class PersistentProgram:
         self._lib.cpufree_malloc.restype = ctypes.c_void_p
         self._lib.cpufree_malloc.argtypes = [ctypes.c_size_t]
         self._lib.cpufree_free.argtypes = [ctypes.c_void_p]
-        self._lib.cpufree_memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        self._lib.cpufree_memcpy.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.c_void_p,
+        ]
+        self._lib.cpufree_stream_synchronize.argtypes = [ctypes.c_void_p]
         self._host_args = [a for a in source.args if a.kind != "workspace"]
-        self._lib.cpufree_run.argtypes = [self._ctype(a) for a in self._host_args]
+        # the stream first (see _stream), then the program's arguments
+        self._lib.cpufree_run.argtypes = [ctypes.c_void_p] + [self._ctype(a) for a in self._host_args]
         # @mapgridscope: what the sizes must satisfy for block functions of one scope to touch no common element
         self._scope_checks = [
             (parts[0], dace.symbolic.pystr_to_symbolic(parts[0].requires))
@@ -128,13 +137,24 @@ class PersistentProgram:
         require_channel(self._channel, self.sdfg.name, "cancel()")
         self._cancel.set()
 
-    def _launch(self, call: list) -> tuple[int, Call | None]:
-        """The foreign call; with the channel, the poller beside it (Ctrl-C, cancel, timeout, progress)."""
+    def _stream(self) -> int:
+        """The stream a call is ordered on: CuPy's current stream (its arrays are written in that order, and the
+        returned ones are allocated for it), the legacy default stream (0) where CuPy is not imported or for the
+        host emulation. The kernel is queued on it behind the caller's work, so that its inputs are complete however
+        the caller's stream relates to the others (a non-blocking one included)."""
+        if self.backend == "emulate":
+            return 0
+        cupy = sys.modules.get("cupy")
+        return 0 if cupy is None else cupy.cuda.get_current_stream().ptr
+
+    def _launch(self, stream: int, call: list) -> tuple[int, Call | None]:
+        """The foreign call on ``stream``; with the channel, the poller beside it (Ctrl-C, cancel, timeout,
+        progress)."""
         if self._channel is None:
-            return self._run(*call), None
+            return self._run(stream, *call), None
         view = ProgressView(self.progress, self.sdfg.name) if self.progress else None
         state = Call(self._channel, view, self._progress_callbacks, self._notify_callbacks, self.timeout, self._cancel)
-        return state.run(lambda: self._run(*call)), state
+        return state.run(lambda: self._run(stream, *call)), state
 
     def _ctype(self, arg):
         if arg.kind == "array":
@@ -216,7 +236,7 @@ class PersistentProgram:
         if quick is None:
             return self._general_call(args, kwargs)
         call, returned = quick
-        self._complete(call, ())
+        self._complete(self._stream(), call, ())
         if not returned:
             return None
         return returned[0] if len(returned) == 1 else tuple(returned)
@@ -231,19 +251,26 @@ class PersistentProgram:
         if self._scope_checks:
             self._check_block_scopes(symbols)
         returns = sig.new_returns(values, symbols)
+        stream = self._stream()
+        self._wait_for_producers(values, stream)
+        if self._shmem is not None:
+            # the copies into the symmetric buffers and the collective launch run on the legacy default stream,
+            # behind a barrier there (cpufree/shmem.cuh): the caller's stream is waited for first
+            self._check(self._lib.cpufree_stream_synchronize(ctypes.c_void_p(stream)))
+            stream = 0
         owned = []
         try:
             call = []
             for arg in self._host_args:
                 if arg.kind == "array":
-                    bound = self._bind_array(arg, values[arg.name], symbols)
+                    bound = self._bind_array(arg, values[arg.name], symbols, stream)
                     owned.append(bound)
                     call.append(ctypes.c_void_p(bound.pointer))
                 elif arg.kind == "symbol":
                     call.append(symbols[arg.name])
                 else:
                     call.append(values[arg.name])
-            self._complete(call, owned)
+            self._complete(stream, call, owned)
         finally:
             for bound in owned:
                 if bound.device is not None:
@@ -253,15 +280,28 @@ class PersistentProgram:
         out = [values[name] for name in returns]
         return out[0] if len(out) == 1 else tuple(out)
 
-    def _complete(self, call: list, owned: list) -> None:
-        """The launch, its error, the copies back into ``owned`` host arrays, and the last launch's facts."""
+    def _wait_for_producers(self, values: dict, stream: int) -> None:
+        """Waits for the streams that device arrays name as their producers' (``__cuda_array_interface__``'s
+        ``stream``) where the launch on ``stream`` is not ordered after them: work queued there may still write
+        them."""
+        same = {stream, 1} if stream == 0 else {stream}  # 1: the interface's name for the legacy default stream
+        waited = set()
+        for value in values.values():
+            producer = producer_stream(value)
+            if producer is not None and producer not in same and producer not in waited:
+                self._check(self._lib.cpufree_stream_synchronize(ctypes.c_void_p(producer)))
+                waited.add(producer)
+
+    def _complete(self, stream: int, call: list, owned: list) -> None:
+        """The launch on ``stream``, its error, the copies back into ``owned`` host arrays, and the last launch's
+        facts."""
         channel = None
         try:
-            rc, channel = self._launch(call)
+            rc, channel = self._launch(stream, call)
             if rc != 0 and channel is not None:
                 channel.raise_hang()  # debug waits: the hang report, rather than the launch's error
             self._check(rc)
-            self._read_back(owned)
+            self._read_back(owned, stream)
         finally:
             if self._channel is not None:
                 self._cancel.clear()
@@ -286,7 +326,7 @@ class PersistentProgram:
                 )
         self._checked_sizes.add(key)
 
-    def _bind_array(self, arg, value, symbols) -> Bound:
+    def _bind_array(self, arg, value, symbols, stream: int) -> Bound:
         expected = self._signature.shape(arg.name, symbols)
         dtype = self._signature.dtypes[arg.name]
         if tuple(getattr(value, "shape", ())) != expected:
@@ -313,7 +353,11 @@ class PersistentProgram:
             raise LaunchError(
                 f"{self.sdfg.name}: could not allocate {value.nbytes} bytes on the device for '{arg.name}'."
             )
-        self._check(self._lib.cpufree_memcpy(ctypes.c_void_p(dev), ctypes.c_void_p(value.ctypes.data), value.nbytes, 1))
+        self._check(
+            self._lib.cpufree_memcpy(
+                ctypes.c_void_p(dev), ctypes.c_void_p(value.ctypes.data), value.nbytes, 1, ctypes.c_void_p(stream)
+            )
+        )
         # copied back only where the program writes it: a read-only copy coming back could overwrite another
         # argument's result where the two share memory
         return Bound(dev, value if arg.written else None, dev)
@@ -329,13 +373,17 @@ class PersistentProgram:
         self._shmem.copy(self._lib, buf, src, value.nbytes)
         return Bound(buf, back=(src, buf, value.nbytes) if arg.written else None)
 
-    def _read_back(self, owned: list[Bound]) -> None:
+    def _read_back(self, owned: list[Bound], stream: int) -> None:
         for bound in owned:
             if bound.back is not None:
                 self._shmem.copy(self._lib, *bound.back)
             if bound.host is not None:
                 self._check(
                     self._lib.cpufree_memcpy(
-                        ctypes.c_void_p(bound.host.ctypes.data), ctypes.c_void_p(bound.device), bound.host.nbytes, 0
+                        ctypes.c_void_p(bound.host.ctypes.data),
+                        ctypes.c_void_p(bound.device),
+                        bound.host.nbytes,
+                        0,
+                        ctypes.c_void_p(stream),
                     )
                 )

@@ -1,0 +1,148 @@
+"""The launch's order against the caller's streams: the kernel is queued on CuPy's current stream (behind the work
+that writes its inputs there, a non-blocking stream included), host arrays are copied on it, and a device array whose
+``__cuda_array_interface__`` names another producer stream is waited for.
+
+CPU: the generated launcher takes the stream and queues the events and the launch on it; the interface's stream is
+read as the handle it names. GPU: results while the inputs are still to be written on a non-blocking stream when the
+call is made (without the ordering, the kernel reads them before they are written).
+"""
+
+import types
+
+import dace
+import numpy as np
+import pytest
+
+import dace_cpufree
+from dace_cpufree.runtime.arguments import producer_stream
+
+N = dace.symbol("N")
+
+
+@dace.program
+def doubled(x: dace.float64[N]):
+    return 2.0 * x
+
+
+@dace.program
+def add_into(x: dace.float64[N], y: dace.float64[N]):
+    y[:] = y + x
+
+
+# A producer that writes its array late: one block spins for about this many clock cycles (milliseconds), then
+# fills the array. It leaves the other multiprocessors free, so a kernel not ordered behind it (a small grid: a
+# small array) starts at once and reads the array before it is written.
+_SIZE = 4096
+_SPIN_CYCLES = 4_000_000
+_VALUE = 7.0
+_LATE_FILL = r"""
+extern "C" __global__ void late_fill(double *x, long long n, double value, long long cycles) {
+    const long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) x[i] = value;
+}
+"""
+
+
+def test_the_launcher_queues_the_kernel_and_its_events_on_the_callers_stream():
+    code = dace_cpufree.generate_code(doubled)
+    run = code[code.index('extern "C" int cpufree_run(') :]
+    assert run.startswith('extern "C" int cpufree_run(void *cpufree_stream_arg, ')
+    start = run.index("cudaEventRecord(cpufree_start, cpufree_stream)")
+    launch = run.index("cpufree_args, cpufree_dynamic_shared, cpufree_stream)")
+    assert start < launch < run.index("cudaEventRecord(cpufree_stop, cpufree_stream)")
+    copy = code[code.index('extern "C" int cpufree_memcpy(') :]
+    assert copy.index("cudaMemcpyAsync(") < copy.index("cudaStreamSynchronize(") < copy.index("}")
+
+
+def test_the_array_interfaces_stream_is_the_handle_it_names():
+    def array(**iface):
+        return types.SimpleNamespace(__cuda_array_interface__={"data": (1024, False), **iface})
+
+    assert producer_stream(array(stream=1)) == 1  # the legacy default stream
+    assert producer_stream(array(stream=0x7F00)) == 0x7F00
+    assert producer_stream(array(stream=None)) is None  # the producer says no synchronisation is needed
+    assert producer_stream(array()) is None  # version 2 of the interface names no stream
+    assert producer_stream(np.zeros(3)) is None
+
+
+def test_the_host_emulation_runs_on_the_legacy_default_stream():
+    prog = dace_cpufree.compile(doubled, backend="emulate")
+    x = np.arange(5.0)
+    assert prog._stream() == 0
+    np.testing.assert_array_equal(prog(x=x), 2.0 * x)
+
+
+def _cupy():
+    import cupy
+
+    return cupy
+
+
+def _fill_late(cp, x, stream):
+    """Queues on ``stream`` a kernel that writes ``_VALUE`` into ``x`` after spinning; returns at once."""
+    kernel = cp.RawKernel(_LATE_FILL, "late_fill")
+    with stream:
+        kernel((1,), (256,), (x, np.int64(x.size), np.float64(_VALUE), np.int64(_SPIN_CYCLES)))
+
+
+@pytest.mark.gpu
+def test_inputs_still_written_on_a_non_blocking_current_stream():
+    cp = _cupy()
+    prog = dace_cpufree.compile(doubled, backend="cuda")
+    x = cp.zeros(_SIZE)
+    cp.cuda.Device().synchronize()
+    stream = cp.cuda.Stream(non_blocking=True)
+    _fill_late(cp, x, stream)
+    with stream:
+        out = prog(x=x)
+    stream.synchronize()
+    assert float(out.min()) == float(out.max()) == 2.0 * _VALUE
+
+
+@pytest.mark.gpu
+def test_an_array_written_in_place_on_a_non_blocking_current_stream():
+    cp = _cupy()
+    prog = dace_cpufree.compile(add_into, backend="cuda")
+    x, y = cp.zeros(_SIZE), cp.ones(_SIZE)
+    cp.cuda.Device().synchronize()
+    stream = cp.cuda.Stream(non_blocking=True)
+    _fill_late(cp, x, stream)
+    with stream:
+        prog(x=x, y=y)
+        y *= 3.0  # queued behind the call on the same stream
+    stream.synchronize()
+    assert float(y.min()) == float(y.max()) == 3.0 * (1.0 + _VALUE)
+
+
+@pytest.mark.gpu
+def test_numpy_arguments_under_a_non_blocking_current_stream():
+    cp = _cupy()
+    prog = dace_cpufree.compile(add_into, backend="cuda")
+    x, y = np.full(_SIZE, 2.0), np.ones(_SIZE)
+    with cp.cuda.Stream(non_blocking=True):
+        prog(x, y)  # copied in and back on that stream
+    np.testing.assert_array_equal(y, 3.0)
+
+
+class _Foreign:
+    """A device array of another library: its interface names the stream its producer may still write it on."""
+
+    def __init__(self, array, stream):
+        self._array = array
+        self.shape, self.dtype, self.nbytes, self.flags = array.shape, array.dtype, array.nbytes, array.flags
+        self.__cuda_array_interface__ = dict(array.__cuda_array_interface__, stream=stream.ptr)
+
+
+@pytest.mark.gpu
+def test_a_foreign_array_is_waited_for_on_its_producers_stream():
+    cp = _cupy()
+    prog = dace_cpufree.compile(add_into, backend="cuda")
+    x, y = cp.zeros(_SIZE), cp.ones(_SIZE)
+    cp.cuda.Device().synchronize()
+    producer = cp.cuda.Stream(non_blocking=True)
+    _fill_late(cp, x, producer)
+    prog(x=_Foreign(x, producer), y=y)  # on the legacy default stream, not ordered behind the producer's
+    cp.cuda.Device().synchronize()
+    assert float(y.min()) == float(y.max()) == 1.0 + _VALUE

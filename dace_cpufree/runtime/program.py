@@ -26,7 +26,8 @@ class PersistentProgram:
     """The callable that :func:`dace_cpufree.compile` returns.
 
     It accepts NumPy arrays, CuPy arrays (anything with ``__cuda_array_interface__``), scalars
-    and symbols, like a DaCe program; NumPy arrays are copied to the device and back.
+    and symbols, like a DaCe program; NumPy arrays are copied to the device and back. A call is ordered like a CuPy
+    operation, on CuPy's current stream (:meth:`_stream`), and returns when its kernel is done.
 
     :ivar last_kernel_ms: time of the last kernel, measured with device events (NaN before the first call).
     :ivar launch_config: ``(grid, block)`` of the last launch.

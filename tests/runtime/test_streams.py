@@ -67,6 +67,39 @@ def test_the_array_interfaces_stream_is_the_handle_it_names():
     assert producer_stream(np.zeros(3)) is None
 
 
+class _RecordingLibrary:
+    """Stands for a built program's library where only its stream waits are asked for."""
+
+    def __init__(self):
+        self.waited = []
+
+    def cpufree_stream_synchronize(self, stream):
+        self.waited.append(stream.value)
+        return 0
+
+
+def _device_array(stream):
+    return types.SimpleNamespace(__cuda_array_interface__={"data": (4096, False), "stream": stream})
+
+
+@pytest.mark.parametrize(
+    "launch, producers, waited",
+    [
+        (0, [1, None, 0x7F00, 0x7F00], [0x7F00]),  # 1 names the legacy default stream the launch is on; once each
+        (0x5000, [1, 0x5000, 2], [1, 2]),  # the legacy and per-thread default streams are not the launch's
+        (0x5000, [0x5000, None], []),
+    ],
+)
+def test_a_call_waits_once_for_each_producer_stream_it_is_not_ordered_after(launch, producers, waited):
+    prog = dace_cpufree.compile(doubled, backend="emulate")
+    library = _RecordingLibrary()
+    prog._lib = library
+    values = {f"a{i}": _device_array(stream) for i, stream in enumerate(producers)}
+    values["n"] = 3
+    prog._wait_for_producers(values, launch)
+    assert library.waited == waited
+
+
 def test_the_host_emulation_runs_on_the_legacy_default_stream():
     prog = dace_cpufree.compile(doubled, backend="emulate")
     x = np.arange(5.0)

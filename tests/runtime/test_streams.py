@@ -120,14 +120,20 @@ def _fill_late(cp, x, stream):
         kernel((1,), (256,), (x, np.int64(x.size), np.float64(_VALUE), np.int64(_SPIN_CYCLES)))
 
 
+def _late_inputs(cp):
+    """``x`` still to be written by ``_fill_late`` on a new non-blocking stream, ``y`` ones: ``(x, y, stream)``."""
+    x, y = cp.zeros(_SIZE), cp.ones(_SIZE)
+    cp.cuda.Device().synchronize()
+    stream = cp.cuda.Stream(non_blocking=True)
+    _fill_late(cp, x, stream)
+    return x, y, stream
+
+
 @pytest.mark.gpu
 def test_inputs_still_written_on_a_non_blocking_current_stream():
     cp = _cupy()
     prog = dace_cpufree.compile(doubled, backend="cuda")
-    x = cp.zeros(_SIZE)
-    cp.cuda.Device().synchronize()
-    stream = cp.cuda.Stream(non_blocking=True)
-    _fill_late(cp, x, stream)
+    x, _, stream = _late_inputs(cp)
     with stream:
         out = prog(x=x)
     stream.synchronize()
@@ -138,10 +144,7 @@ def test_inputs_still_written_on_a_non_blocking_current_stream():
 def test_an_array_written_in_place_on_a_non_blocking_current_stream():
     cp = _cupy()
     prog = dace_cpufree.compile(add_into, backend="cuda")
-    x, y = cp.zeros(_SIZE), cp.ones(_SIZE)
-    cp.cuda.Device().synchronize()
-    stream = cp.cuda.Stream(non_blocking=True)
-    _fill_late(cp, x, stream)
+    x, y, stream = _late_inputs(cp)
     with stream:
         prog(x=x, y=y)
         y *= 3.0  # queued behind the call on the same stream
@@ -172,10 +175,7 @@ class _Foreign:
 def test_a_foreign_array_is_waited_for_on_its_producers_stream():
     cp = _cupy()
     prog = dace_cpufree.compile(add_into, backend="cuda")
-    x, y = cp.zeros(_SIZE), cp.ones(_SIZE)
-    cp.cuda.Device().synchronize()
-    producer = cp.cuda.Stream(non_blocking=True)
-    _fill_late(cp, x, producer)
+    x, y, producer = _late_inputs(cp)
     prog(x=_Foreign(x, producer), y=y)  # on the legacy default stream, not ordered behind the producer's
     cp.cuda.Device().synchronize()
     assert float(y.min()) == float(y.max()) == 1.0 + _VALUE

@@ -9,6 +9,7 @@ from dace import data as dt
 from dace.sdfg import nodes
 
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.vocabulary import in_loop
 
 from .expressions import cexpr, flat_offset, kernel_symbols, subset_offset  # noqa: F401
 from .loops import Dividers
@@ -145,14 +146,7 @@ class KernelContext:
         loops). A step that runs once pays the division's dependent chain once, while a divider lives in a
         register from the prologue on: register-heavy kernels without a time loop grew (gemm 168 -> 212 registers
         per thread on sm_90, k2mm 175 -> 212, mlp 168 -> 188) for no gain."""
-        from dace.sdfg.state import LoopRegion
-
-        region = getattr(state, "parent_graph", None)
-        while region is not None and region is not self.sdfg:
-            if isinstance(region, LoopRegion):
-                return self.dividers
-            region = getattr(region, "parent_graph", None)
-        return None
+        return self.dividers if in_loop(state, across_nested=False) else None
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1

@@ -59,6 +59,25 @@ def loop_range(loop) -> tuple | None:
     return None if any(v is None for v in found) else found
 
 
+def in_loop(block, across_nested: bool) -> bool:
+    """Whether a ``LoopRegion`` repeats the control-flow ``block``: one around it in its SDFG, and with
+    ``across_nested`` one around the state of the nested SDFG node that holds that SDFG (and so on outwards)."""
+    from dace.sdfg.state import LoopRegion
+
+    while True:
+        graph = getattr(block, "parent_graph", None)
+        if isinstance(graph, LoopRegion):
+            return True
+        if graph is None:
+            return False
+        if isinstance(graph, dace.SDFG):
+            if not across_nested or graph.parent_nsdfg_node is None:
+                return False
+            block = graph.parent  # the state of the nested SDFG's node
+        else:
+            block = graph
+
+
 def block_chain(cfg) -> list | None:
     """The blocks of a control-flow region in order when they form one chain (each edge unconditional and without
     assignments, every block on it, the last one without successors), else ``None``."""

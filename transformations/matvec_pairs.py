@@ -31,10 +31,9 @@ import dace
 import networkx as nx
 from dace.libraries.blas.nodes.matmul import MatMul
 from dace.sdfg import nodes
-from dace.sdfg.state import LoopRegion
 from dace.transformation import pass_pipeline as ppl
 
-from dace_cpufree.vocabulary import CPUFreeMatVec
+from dace_cpufree.vocabulary import CPUFreeMatVec, in_loop
 
 from .gemm import TYPES, at_top_level, cxx, matrix_operand
 
@@ -102,25 +101,10 @@ def _pair(state: dace.SDFGState, sdfg: dace.SDFG) -> tuple | None:
     return None
 
 
-def _in_loop(state: dace.SDFGState) -> bool:
-    """Whether a loop repeats ``state``: a loop region around it, in its SDFG or around a nested SDFG that holds it."""
-    block = state
-    while True:
-        graph = block.parent_graph
-        if isinstance(graph, LoopRegion):
-            return True
-        if isinstance(graph, dace.SDFG):
-            if graph.parent_nsdfg_node is None:
-                return False
-            block = graph.parent  # the state of the nested SDFG's node
-        else:
-            block = graph
-
-
 def _alone(state: dace.SDFGState, sdfg: dace.SDFG) -> tuple | None:
     """The first ``A @ x`` of the pattern left in ``state`` (no partner: :func:`_pair` has taken every pair), where no
     loop repeats the state: ``(node, A @ x facts)``."""
-    if _in_loop(state):
+    if in_loop(state, across_nested=True):
         return None
     for node in state.nodes():
         facts = _product(state, sdfg, node) if isinstance(node, MatMul) else None

@@ -151,6 +151,7 @@ extern "C" int cpufree_run(void *cpufree_stream_arg{params}) {{
         int cpufree_clock_khz = 0;  // the rate of the wall clock that cpufree::clock_ns reads
         CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_clock_khz, cudaDevAttrWallClockRate, cpufree_dev));
         CPUFREE_CHECK(cudaMemcpyToSymbol(cpufree_wall_clock_khz, &cpufree_clock_khz, sizeof(cpufree_clock_khz)));
+        CPUFREE_CHECK(cudaDeviceSynchronize());  // landed before a kernel on the caller's stream reads it
 #endif
         if (cpufree_dynamic_shared > 0)  // above 48 KiB a kernel must opt in; below, the call changes nothing
             CPUFREE_CHECK(cudaFuncSetAttribute((const void *)cpufree_kfn, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -97,6 +97,9 @@ class PersistentProgram:
         self.progress, self.timeout = progress, timeout
         self._progress_callbacks, self._notify_callbacks = [], []
         self._cancel = threading.Event()
+        # one call at a time per program: the launcher's workspace, events and facts are the program's, and calls
+        # from threads with different current streams would otherwise run their kernels side by side on them
+        self._calling = threading.Lock()
         self.last_call_times = []
 
     def _launch_facts(self) -> tuple[int, int, float]:
@@ -285,11 +288,12 @@ class PersistentProgram:
         """Waits for the streams that device arrays name as their producers' (``__cuda_array_interface__``'s
         ``stream``) where the launch on ``stream`` is not ordered after them: work queued there may still write
         them."""
-        same = {stream, 1} if stream == 0 else {stream}  # 1: the interface's name for the legacy default stream
-        waited = set()
+        waited = {stream}
         for value in values.values():
             producer = producer_stream(value)
-            if producer is not None and producer not in same and producer not in waited:
+            if producer == 1:  # the interface's name for the legacy default stream, which the launcher calls 0
+                producer = 0
+            if producer is not None and producer not in waited:
                 self._check(self._lib.cpufree_stream_synchronize(ctypes.c_void_p(producer)))
                 waited.add(producer)
 
@@ -298,11 +302,12 @@ class PersistentProgram:
         facts."""
         channel = None
         try:
-            rc, channel = self._launch(stream, call)
-            if rc != 0 and channel is not None:
-                channel.raise_hang()  # debug waits: the hang report, rather than the launch's error
-            self._check(rc)
-            self._read_back(owned, stream)
+            with self._calling:
+                rc, channel = self._launch(stream, call)
+                if rc != 0 and channel is not None:
+                    channel.raise_hang()  # debug waits: the hang report, rather than the launch's error
+                self._check(rc)
+                self._read_back(owned, stream)
         finally:
             if self._channel is not None:
                 self._cancel.clear()
@@ -375,9 +380,11 @@ class PersistentProgram:
         return Bound(buf, back=(src, buf, value.nbytes) if arg.written else None)
 
     def _read_back(self, owned: list[Bound], stream: int) -> None:
+        symmetric = False
         for bound in owned:
             if bound.back is not None:
                 self._shmem.copy(self._lib, *bound.back)
+                symmetric = True
             if bound.host is not None:
                 self._check(
                     self._lib.cpufree_memcpy(
@@ -388,3 +395,5 @@ class PersistentProgram:
                         ctypes.c_void_p(stream),
                     )
                 )
+        if symmetric:  # device-to-device copies on the legacy default stream may still be under way
+            self._check(self._lib.cpufree_stream_synchronize(ctypes.c_void_p(0)))

@@ -29,11 +29,11 @@ def add_into(x: dace.float64[N], y: dace.float64[N]):
     y[:] = y + x
 
 
-# A producer that writes its array late: one block spins for about this many clock cycles (milliseconds), then
+# A producer that writes its array late: one block spins for this many clock cycles (about 10 ms), then
 # fills the array. It leaves the other multiprocessors free, so a kernel not ordered behind it (a small grid: a
 # small array) starts at once and reads the array before it is written.
 _SIZE = 4096
-_SPIN_CYCLES = 4_000_000
+_SPIN_CYCLES = 20_000_000
 _VALUE = 7.0
 _LATE_FILL = r"""
 extern "C" __global__ void late_fill(double *x, long long n, double value, long long cycles) {
@@ -53,7 +53,9 @@ def test_the_launcher_queues_the_kernel_and_its_events_on_the_callers_stream():
     launch = run.index("cpufree_args, cpufree_dynamic_shared, cpufree_stream)")
     assert start < launch < run.index("cudaEventRecord(cpufree_stop, cpufree_stream)")
     copy = code[code.index('extern "C" int cpufree_memcpy(') :]
-    assert copy.index("cudaMemcpyAsync(") < copy.index("cudaStreamSynchronize(") < copy.index("}")
+    copy = copy[: copy.index("\n}")]
+    assert "static_cast<cudaStream_t>(stream)));" in copy[copy.index("cudaMemcpyAsync(") :]
+    assert copy.index("cudaMemcpyAsync(") < copy.index("cudaStreamSynchronize(static_cast<cudaStream_t>(stream))")
 
 
 def test_the_array_interfaces_stream_is_the_handle_it_names():
@@ -74,7 +76,7 @@ class _RecordingLibrary:
         self.waited = []
 
     def cpufree_stream_synchronize(self, stream):
-        self.waited.append(stream.value)
+        self.waited.append(stream.value or 0)  # ctypes reads a null pointer back as None
         return 0
 
 
@@ -86,7 +88,7 @@ def _device_array(stream):
     "launch, producers, waited",
     [
         (0, [1, None, 0x7F00, 0x7F00], [0x7F00]),  # 1 names the legacy default stream the launch is on; once each
-        (0x5000, [1, 0x5000, 2], [1, 2]),  # the legacy and per-thread default streams are not the launch's
+        (0x5000, [1, 0x5000, 2], [0, 2]),  # the legacy (waited for as 0) and per-thread default streams
         (0x5000, [0x5000, None], []),
     ],
 )
@@ -98,6 +100,16 @@ def test_a_call_waits_once_for_each_producer_stream_it_is_not_ordered_after(laun
     values["n"] = 3
     prog._wait_for_producers(values, launch)
     assert library.waited == waited
+
+
+def test_a_call_of_the_general_kind_waits_for_its_arrays_producers():
+    prog = dace_cpufree.compile(add_into, backend="emulate")
+    seen = []
+    prog._wait_for_producers = lambda values, stream: seen.append((sorted(values), stream))
+    x, y = np.arange(4.0), np.ones(4)
+    prog(x, y=y)  # positional and keyword arguments together: the general path
+    assert seen == [(["x", "y"], 0)]
+    np.testing.assert_array_equal(y, 1.0 + x)
 
 
 def test_the_host_emulation_runs_on_the_legacy_default_stream():
@@ -120,8 +132,11 @@ def _fill_late(cp, x, stream):
         kernel((1,), (256,), (x, np.int64(x.size), np.float64(_VALUE), np.int64(_SPIN_CYCLES)))
 
 
-def _late_inputs(cp):
-    """``x`` still to be written by ``_fill_late`` on a new non-blocking stream, ``y`` ones: ``(x, y, stream)``."""
+def _late_inputs(cp, prog, params):
+    """``x`` still to be written by ``_fill_late`` on a new non-blocking stream, ``y`` ones: ``(x, y, stream)``.
+    ``prog`` is called once on other arrays first (its ``params``), so that the launcher's first-call work (device
+    queries, module loading) is not what holds the call back while the producer runs."""
+    prog(**{name: cp.zeros(_SIZE) for name in params})
     x, y = cp.zeros(_SIZE), cp.ones(_SIZE)
     cp.cuda.Device().synchronize()
     stream = cp.cuda.Stream(non_blocking=True)
@@ -133,7 +148,7 @@ def _late_inputs(cp):
 def test_inputs_still_written_on_a_non_blocking_current_stream():
     cp = _cupy()
     prog = dace_cpufree.compile(doubled, backend="cuda")
-    x, _, stream = _late_inputs(cp)
+    x, _, stream = _late_inputs(cp, prog, ["x"])
     with stream:
         out = prog(x=x)
     stream.synchronize()
@@ -144,7 +159,7 @@ def test_inputs_still_written_on_a_non_blocking_current_stream():
 def test_an_array_written_in_place_on_a_non_blocking_current_stream():
     cp = _cupy()
     prog = dace_cpufree.compile(add_into, backend="cuda")
-    x, y, stream = _late_inputs(cp)
+    x, y, stream = _late_inputs(cp, prog, ["x", "y"])
     with stream:
         prog(x=x, y=y)
         y *= 3.0  # queued behind the call on the same stream
@@ -175,7 +190,7 @@ class _Foreign:
 def test_a_foreign_array_is_waited_for_on_its_producers_stream():
     cp = _cupy()
     prog = dace_cpufree.compile(add_into, backend="cuda")
-    x, y, producer = _late_inputs(cp)
+    x, y, producer = _late_inputs(cp, prog, ["x", "y"])
     prog(x=_Foreign(x, producer), y=y)  # on the legacy default stream, not ordered behind the producer's
     cp.cuda.Device().synchronize()
     assert float(y.min()) == float(y.max()) == 1.0 + _VALUE

@@ -623,8 +623,11 @@ static inline int debug_reset() {
     memset(&cpufree_debug_barrier, 0, sizeof(cpufree_debug_barrier));
     return 0;
 #else
+    // waited for: from pageable memory the copy may still be under way when the call returns, and the kernel runs on
+    // the caller's stream, which need not be ordered after the legacy default stream this copy takes
     static DebugBarrier zero{};
-    return cudaMemcpyToSymbol(cpufree_debug_barrier, &zero, sizeof(zero)) == cudaSuccess ? 0 : 1;
+    if (cudaMemcpyToSymbol(cpufree_debug_barrier, &zero, sizeof(zero)) != cudaSuccess) return 1;
+    return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;
 #endif
 }
 #endif

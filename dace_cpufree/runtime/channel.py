@@ -133,6 +133,7 @@ class Call:
         self.interrupted = False
         self.errors = []  # exceptions raised by callbacks, re-raised after the call
         self._stop = threading.Event()
+        self.poller = None  # the poller thread while run() runs
         self._last = None  # the last (done, total) delivered
         self._dropped = 0
         self.call_errors = []  # HostCallbackError of a callback that raised or returned something unusable
@@ -164,6 +165,7 @@ class Call:
         os.set_blocking(rfd, False)
         restore = self._catch_sigint(wfd)
         poller = threading.Thread(target=self._poll, args=(rfd, time.monotonic()), name="cpufree-channel", daemon=True)
+        self.poller = poller  # its callbacks may not call the same program again (PersistentProgram._enter)
         poller.start()
         try:
             return launch()

@@ -97,9 +97,11 @@ class PersistentProgram:
         self.progress, self.timeout = progress, timeout
         self._progress_callbacks, self._notify_callbacks = [], []
         self._cancel = threading.Event()
-        # one call at a time per program: the launcher's workspace, events and facts are the program's, and calls
-        # from threads with different current streams would otherwise run their kernels side by side on them
+        # one call at a time per program (_enter): the launcher's workspace, events and facts and the channel's words
+        # are the program's, and calls from threads with different current streams would otherwise run their kernels
+        # side by side on them
         self._calling = threading.Lock()
+        self._caller, self._in_flight = None, None  # the thread of the call in flight, and its channel state
         self.last_call_times = []
 
     def _launch_facts(self) -> tuple[int, int, float]:
@@ -158,7 +160,25 @@ class PersistentProgram:
             return self._run(stream, *call), None
         view = ProgressView(self.progress, self.sdfg.name) if self.progress else None
         state = Call(self._channel, view, self._progress_callbacks, self._notify_callbacks, self.timeout, self._cancel)
+        self._in_flight = state
         return state.run(lambda: self._run(stream, *call)), state
+
+    def _enter(self) -> None:
+        """Takes the program's lock for one call, waiting for a call in flight on another thread. A call from the
+        thread of the call in flight or from its channel's poller (a callback) would wait for it forever, since that
+        call waits for the callback to return: refused with an error instead."""
+        if not self._calling.acquire(blocking=False):
+            me = threading.get_ident()
+            poller = getattr(getattr(self._in_flight, "poller", None), "ident", None)
+            if me in (self._caller, poller):
+                raise CpufreeError(
+                    f"{self.sdfg.name} was called from one of its own callbacks (on_progress, on_notify or a host "
+                    "callback) while it runs: that call would wait for the running one, which waits for the "
+                    "callback. Fix: keep what the callback needs and call the program again after the running call "
+                    "returns."
+                )
+            self._calling.acquire()
+        self._caller = threading.get_ident()
 
     def _ctype(self, arg):
         if arg.kind == "array":
@@ -301,14 +321,16 @@ class PersistentProgram:
         """The launch on ``stream``, its error, the copies back into ``owned`` host arrays, and the last launch's
         facts."""
         channel = None
+        self._enter()
         try:
-            with self._calling:
-                rc, channel = self._launch(stream, call)
-                if rc != 0 and channel is not None:
-                    channel.raise_hang()  # debug waits: the hang report, rather than the launch's error
-                self._check(rc)
-                self._read_back(owned, stream)
+            rc, channel = self._launch(stream, call)
+            if rc != 0 and channel is not None:
+                channel.raise_hang()  # debug waits: the hang report, rather than the launch's error
+            self._check(rc)
+            self._read_back(owned, stream)
         finally:
+            self._caller, self._in_flight = None, None
+            self._calling.release()
             if self._channel is not None:
                 self._cancel.clear()
         if channel is not None:

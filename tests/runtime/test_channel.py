@@ -297,3 +297,39 @@ def test_gpu_progress_and_notifications_arrive_in_order():
     automatic.on_progress(lambda done, total: seen.append((done, total)))
     check_correct(automatic, T=20000)
     assert seen[-1] == (20000, 20000) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_a_callback_that_calls_its_own_program_gets_an_error_not_a_hang():
+    run = dace_cpufree.compile(jacobi_reporting, backend="emulate", notify_ring=64)
+    A, B = inputs(200)
+    run.on_notify(lambda tag, value: run(*inputs(200), 2))  # the program again, from its own callback
+    start = time.monotonic()
+    with pytest.raises(dace_cpufree.CpufreeError, match="called from one of its own callbacks"):
+        run(A, B, 20)
+    assert time.monotonic() - start < 60
+    run._notify_callbacks.clear()
+    check_correct(run)  # the lock was released
+
+
+def test_calls_of_one_program_from_two_threads_take_turns():
+    run = dace_cpufree.compile(jacobi_plain, backend="emulate")
+    results, errors = {}, []
+
+    def call(key):
+        try:
+            A, B = inputs(200)
+            run(A, B, 300)
+            results[key] = (A, B)
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=call, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and sorted(results) == [0, 1]
+    want = reference(*inputs(200), 300)
+    for A, B in results.values():
+        np.testing.assert_allclose(A, want[0])
+        np.testing.assert_allclose(B, want[1])

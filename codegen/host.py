@@ -39,6 +39,10 @@ struct LauncherState {{
     long long bounded_spill_bytes = 0;  // local memory a thread of that build uses (cpufree/launch.h)
     bool events = false;
     cudaEvent_t start, stop;
+    // The last kernel may still run on `pending_stream` (a call that returned once its kernel was queued): a launch on
+    // another stream is queued behind it, and its workspace is not freed under it.
+    bool pending = false;
+    cudaStream_t pending_stream = nullptr;
 }} cpufree_state;
 
 int cpufree_fail(const char *fmt, ...) {{
@@ -89,12 +93,14 @@ extern "C" int cpufree_block_fits(int block) {{
     return ({block_fits}) ? 1 : 0;
 }}
 // The last launch's grid and block, and its time between the events around it (-1 where there is none): read when
-// asked, not by every launch.
+// asked, not by every launch; waits for a kernel still running.
 extern "C" void cpufree_launch_config(int *grid, int *block, float *ms) {{
     *grid = cpufree_state.grid_used;
     *block = cpufree_state.block_used;
     *ms = -1.0f;
-    if (cpufree_state.timed && cudaEventElapsedTime(ms, cpufree_state.start, cpufree_state.stop) != cudaSuccess) {{
+    if (!cpufree_state.timed) return;
+    if (cpufree_state.pending && cudaEventSynchronize(cpufree_state.stop) == cudaSuccess) cpufree_state.pending = false;
+    if (cpufree_state.pending || cudaEventElapsedTime(ms, cpufree_state.start, cpufree_state.stop) != cudaSuccess) {{
         *ms = -1.0f;
         cudaGetLastError();  // not left for the next launch to report
     }}
@@ -126,8 +132,9 @@ extern "C" int cpufree_stream_synchronize(void *stream) {{
 }}
 
 // `cpufree_stream_arg`: the stream the caller's arrays are ordered on (CuPy's current one), on which the kernel and
-// the events around it are queued behind the caller's work, and waited for.
-extern "C" int cpufree_run(void *cpufree_stream_arg{params}) {{
+// the events around it are queued behind the caller's work. `cpufree_wait`: 1 waits for the kernel; 0 returns once it
+// is queued, like a CuPy operation (the caller's later work on that stream is ordered after it).
+extern "C" int cpufree_run(void *cpufree_stream_arg, int cpufree_wait{params}) {{
     // Every local of the launcher is cpufree_-prefixed: its scope also holds the program's arguments and workspace
     // arrays under the program's own names.
     cudaStream_t cpufree_stream = static_cast<cudaStream_t>(cpufree_stream_arg);
@@ -200,6 +207,8 @@ extern "C" int cpufree_run(void *cpufree_stream_arg{params}) {{
     size_t cpufree_need = 0;
 {workspace_size}
     if (cpufree_need > cpufree_state.workspace_size) {{
+        if (cpufree_state.pending) CPUFREE_CHECK(cudaEventSynchronize(cpufree_state.stop));  // the last kernel's
+        cpufree_state.pending = false;
         if (cpufree_state.workspace) CPUFREE_CHECK(CPUFREE_WORKSPACE_FREE(cpufree_state.workspace));
         cpufree_state.workspace = nullptr;
         CPUFREE_CHECK(CPUFREE_WORKSPACE_MALLOC(&cpufree_state.workspace, cpufree_need));
@@ -211,13 +220,18 @@ extern "C" int cpufree_run(void *cpufree_stream_arg{params}) {{
     void *cpufree_args[] = {{{args}}};
     CPUFREE_CHECK(CPUFREE_BEFORE_LAUNCH(cpufree_state.workspace, cpufree_state.workspace_size));
     cudaEvent_t cpufree_start = cpufree_state.start, cpufree_stop = cpufree_state.stop;
+    // a kernel still running on another stream uses the same workspace: this one is queued behind it
+    if (cpufree_state.pending && cpufree_state.pending_stream != cpufree_stream)
+        CPUFREE_CHECK(cudaStreamWaitEvent(cpufree_stream, cpufree_stop, 0));
     cpufree_state.timed = false;
     CPUFREE_CHECK(cudaEventRecord(cpufree_start, cpufree_stream));
     CPUFREE_CHECK(
         CPUFREE_LAUNCH_COOPERATIVE(cpufree_kfn, dim3((unsigned)cpufree_grid), dim3((unsigned)cpufree_block),
                                    cpufree_args, cpufree_dynamic_shared, cpufree_stream));
     CPUFREE_CHECK(cudaEventRecord(cpufree_stop, cpufree_stream));
-    CPUFREE_CHECK(cudaEventSynchronize(cpufree_stop));
+    cpufree_state.pending = !cpufree_wait;
+    cpufree_state.pending_stream = cpufree_stream;
+    if (cpufree_wait) CPUFREE_CHECK(cudaEventSynchronize(cpufree_stop));
     CPUFREE_CHECK(CPUFREE_AFTER_LAUNCH());
     CPUFREE_CHECK(cudaGetLastError());
     cpufree_state.timed = true;

@@ -12,8 +12,9 @@ the device synchronised before the clock starts and stops; the garbage collector
 ``ours general``   the same call through the general path, which checks and converts every argument with its
                    messages on every call (the path every call took before calls of the common kind were bound
                    from what the same shapes gave before)
-``launch only``    the launcher alone on launch values bound before the clock starts (``cpufree_run``: launch,
-                   events, synchronisation; then the last launch's facts are read): the call without the binding
+``launch only``    the launcher alone on launch values bound before the clock starts (``cpufree_run`` as ``ours``
+                   runs it: events and launch, returning once they are queued; the harness's synchronisation waits
+                   for the kernel): the call without the binding
 
 Every variant's first call is validated against NumPy (the kernel's ``RTOL``/``ATOL``). The calls of the variants
 alternate (one of each per round), so that a drifting clock touches all alike. Printed per kernel: median and
@@ -65,7 +66,7 @@ def measure(name: str, preset: str, calls: int) -> dict:
 
     def launch_only(bound):
         call, returned = bound
-        run._complete(run._stream(), call, ())
+        run._complete(run._stream(), call, (), wait=not run._returns_early)  # as a call of this kind
         return (returned[0] if len(returned) == 1 else tuple(returned)) if returned else None
 
     def bind(args):

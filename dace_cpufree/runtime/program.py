@@ -22,14 +22,24 @@ from .progress import ProgressView
 from .step_times import StepTimes
 
 
+def returns_early(backend: str, source, shmem: bool) -> bool:
+    """Whether a call of CuPy arrays returns once its kernel is queued, like a CuPy operation: unless the host has a
+    part in the kernel's run or after it (the channel's poller, reading step times, NVSHMEM's copies back) or runs
+    the kernel itself (the emulation)."""
+    return backend != "emulate" and getattr(source, "channel", None) is None and not source.step_labels and not shmem
+
+
 class PersistentProgram:
     """The callable that :func:`dace_cpufree.compile` returns.
 
     It accepts NumPy arrays, CuPy arrays (anything with ``__cuda_array_interface__``), scalars
     and symbols, like a DaCe program; NumPy arrays are copied to the device and back. A call is ordered like a CuPy
-    operation, on CuPy's current stream (:meth:`_stream`), and returns when its kernel is done.
+    operation, on CuPy's current stream (:meth:`_stream`). A call of CuPy arrays returns once its kernel is queued, as
+    a CuPy operation does (synchronise the stream, or read a result, to wait for it); other calls (NumPy or other
+    libraries' arrays), and those of programs with the channel, step timing or NVSHMEM, return when the kernel is done.
 
-    :ivar last_kernel_ms: time of the last kernel, measured with device events (NaN before the first call).
+    :ivar last_kernel_ms: time of the last kernel, measured with device events (NaN before the first call); reading it
+        waits for the kernel.
     :ivar launch_config: ``(grid, block)`` of the last launch.
     :ivar timeout: with the channel, seconds after which a call cancels its kernel (``None``: never).
     :ivar progress: with the channel, how a call shows the progress its kernel reports (see ``compile``).
@@ -67,8 +77,8 @@ class PersistentProgram:
         ]
         self._lib.cpufree_stream_synchronize.argtypes = [ctypes.c_void_p]
         self._host_args = [a for a in source.args if a.kind != "workspace"]
-        # the stream first (see _stream), then the program's arguments
-        self._lib.cpufree_run.argtypes = [ctypes.c_void_p] + [self._ctype(a) for a in self._host_args]
+        # the stream (see _stream) and whether to wait for the kernel (see _complete), then the program's arguments
+        self._lib.cpufree_run.argtypes = [ctypes.c_void_p, ctypes.c_int] + [self._ctype(a) for a in self._host_args]
         # @mapgridscope: what the sizes must satisfy for block functions of one scope to touch no common element
         self._scope_checks = [
             (parts[0], dace.symbolic.pystr_to_symbolic(parts[0].requires))
@@ -94,6 +104,7 @@ class PersistentProgram:
         self._channel = (
             ChannelHost(self._lib, facts, sdfg.name, callbacks, source.step_sources) if facts is not None else None
         )
+        self._returns_early = returns_early(backend, source, self._shmem is not None)
         self.progress, self.timeout = progress, timeout
         self._progress_callbacks, self._notify_callbacks = [], []
         self._cancel = threading.Event()
@@ -153,15 +164,15 @@ class PersistentProgram:
         cupy = sys.modules.get("cupy")
         return 0 if cupy is None else cupy.cuda.get_current_stream().ptr
 
-    def _launch(self, stream: int, call: list) -> tuple[int, Call | None]:
-        """The foreign call on ``stream``; with the channel, the poller beside it (Ctrl-C, cancel, timeout,
-        progress)."""
+    def _launch(self, stream: int, call: list, wait: bool) -> tuple[int, Call | None]:
+        """The foreign call on ``stream`` (returning once the kernel is queued where not ``wait``); with the channel,
+        the poller beside it (Ctrl-C, cancel, timeout, progress) until the kernel is done."""
         if self._channel is None:
-            return self._run(stream, *call), None
+            return self._run(stream, 1 if wait else 0, *call), None
         view = ProgressView(self.progress, self.sdfg.name) if self.progress else None
         state = Call(self._channel, view, self._progress_callbacks, self._notify_callbacks, self.timeout, self._cancel)
         self._in_flight = state
-        return state.run(lambda: self._run(stream, *call)), state
+        return state.run(lambda: self._run(stream, 1, *call)), state
 
     def _enter(self) -> None:
         """Takes the program's lock for one call, waiting for a call in flight on another thread. A call from the
@@ -260,7 +271,16 @@ class PersistentProgram:
         if quick is None:
             return self._general_call(args, kwargs)
         call, returned = quick
-        self._complete(self._stream(), call, ())
+        if self._returns_early and self._calling.acquire(blocking=False):
+            # the launch alone: no channel, nothing to copy back, no kernel to wait for (see _complete)
+            try:
+                rc = self._run(self._stream(), 0, *call)
+            finally:
+                self._calling.release()
+            if rc != 0:
+                self._check(rc)
+        else:
+            self._complete(self._stream(), call, (), wait=not self._returns_early)
         if not returned:
             return None
         return returned[0] if len(returned) == 1 else tuple(returned)
@@ -317,13 +337,14 @@ class PersistentProgram:
                 self._check(self._lib.cpufree_stream_synchronize(ctypes.c_void_p(producer)))
                 waited.add(producer)
 
-    def _complete(self, stream: int, call: list, owned: list) -> None:
+    def _complete(self, stream: int, call: list, owned: list, wait: bool = True) -> None:
         """The launch on ``stream``, its error, the copies back into ``owned`` host arrays, and the last launch's
-        facts."""
+        facts. Where not ``wait``, returns once the kernel is queued (its errors surface at the stream's next
+        synchronisation, as a CuPy kernel's do)."""
         channel = None
         self._enter()
         try:
-            rc, channel = self._launch(stream, call)
+            rc, channel = self._launch(stream, call, wait)
             if rc != 0 and channel is not None:
                 channel.raise_hang()  # debug waits: the hang report, rather than the launch's error
             self._check(rc)

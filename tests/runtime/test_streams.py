@@ -15,6 +15,7 @@ import pytest
 
 import dace_cpufree
 from dace_cpufree.runtime.arguments import producer_stream
+from dace_cpufree.runtime.program import returns_early
 
 N = dace.symbol("N")
 
@@ -48,10 +49,23 @@ extern "C" __global__ void late_fill(double *x, long long n, double value, long 
 def test_the_launcher_queues_the_kernel_and_its_events_on_the_callers_stream():
     code = dace_cpufree.generate_code(doubled)
     run = code[code.index('extern "C" int cpufree_run(') :]
-    assert run.startswith('extern "C" int cpufree_run(void *cpufree_stream_arg, ')
+    assert run.startswith('extern "C" int cpufree_run(void *cpufree_stream_arg, int cpufree_wait, ')
     start = run.index("cudaEventRecord(cpufree_start, cpufree_stream)")
     launch = run.index("cpufree_args, cpufree_dynamic_shared, cpufree_stream)")
-    assert start < launch < run.index("cudaEventRecord(cpufree_stop, cpufree_stream)")
+    stop = run.index("cudaEventRecord(cpufree_stop, cpufree_stream)")
+    assert start < launch < stop
+    # waits for the kernel only where asked; a launch on another stream than the last, still running, one is queued
+    # behind it (one workspace), and the workspace is not freed under it
+    assert stop < run.index("if (cpufree_wait) CPUFREE_CHECK(cudaEventSynchronize(cpufree_stop));")
+    behind = run.index("if (cpufree_state.pending && cpufree_state.pending_stream != cpufree_stream)")
+    assert behind < run.index("CPUFREE_CHECK(cudaStreamWaitEvent(cpufree_stream, cpufree_stop, 0));") < start
+    grow = run.index("if (cpufree_need > cpufree_state.workspace_size)")
+    assert grow < run.index("if (cpufree_state.pending) CPUFREE_CHECK(cudaEventSynchronize(cpufree_state.stop));")
+    assert run.index("cpufree_state.pending = !cpufree_wait;") > stop
+    # the kernel's time is read off its events once it is done
+    facts = code[code.index('extern "C" void cpufree_launch_config(') :]
+    facts = facts[: facts.index("\n}")]
+    assert facts.index("cudaEventSynchronize(cpufree_state.stop)") < facts.index("cudaEventElapsedTime(")
     copy = code[code.index('extern "C" int cpufree_memcpy(') :]
     copy = copy[: copy.index("\n}")]
     assert "static_cast<cudaStream_t>(stream)));" in copy[copy.index("cudaMemcpyAsync(") :]
@@ -110,6 +124,46 @@ def test_a_call_of_the_general_kind_waits_for_its_arrays_producers():
     prog(x, y=y)  # positional and keyword arguments together: the general path
     assert seen == [(["x", "y"], 0)]
     np.testing.assert_array_equal(y, 1.0 + x)
+
+
+class _RecordingRun:
+    """Stands for the launcher: records whether each call asked it to wait for the kernel, then runs it."""
+
+    def __init__(self, run):
+        self.run, self.waits = run, []
+
+    def __call__(self, stream, wait, *call):
+        self.waits.append(wait)
+        return self.run(stream, wait, *call)
+
+
+def test_a_call_of_the_common_kind_returns_once_queued_where_the_program_returns_early():
+    prog = dace_cpufree.compile(doubled, backend="emulate")
+    assert not prog._returns_early  # the emulation runs the kernel inside the call
+    launcher = prog._run = _RecordingRun(prog._run)
+    x = np.arange(5.0)
+    prog(x=x)
+    prog._returns_early = True  # as a CUDA program without the channel, step timing or NVSHMEM
+    np.testing.assert_array_equal(prog(x=x), 2.0 * x)  # the common kind
+    prog(x, N=5)  # the general path (positional and keyword arguments): waits, whatever the program
+    assert launcher.waits == [1, 0, 1]
+
+
+def test_programs_whose_host_has_a_part_in_the_run_wait_for_the_kernel():
+    @dace.program
+    def told(x: dace.float64[N]):
+        print(x[0])
+        return 2.0 * x
+
+    plain = dace_cpufree.compile(doubled, backend="emulate").source
+    channel = dace_cpufree.compile(told, backend="emulate").source
+    timed = dace_cpufree.compile(doubled, backend="emulate", step_times=True).source
+    assert channel.channel is not None and timed.step_labels
+    assert returns_early("cuda", plain, shmem=False)
+    assert not returns_early("emulate", plain, shmem=False)
+    assert not returns_early("cuda", plain, shmem=True)  # copies back from the symmetric buffers
+    assert not returns_early("cuda", channel, shmem=False)  # the poller runs beside the kernel
+    assert not returns_early("cuda", timed, shmem=False)  # step times are read after it
 
 
 def test_the_host_emulation_runs_on_the_legacy_default_stream():
@@ -194,3 +248,41 @@ def test_a_foreign_array_is_waited_for_on_its_producers_stream():
     prog(x=_Foreign(x, producer), y=y)  # on the legacy default stream, not ordered behind the producer's
     cp.cuda.Device().synchronize()
     assert float(y.min()) == float(y.max()) == 1.0 + _VALUE
+
+
+@dace.program
+def smoothed(x: dace.float64[N], steps: dace.int64):
+    t = np.copy(x)  # in the program's workspace
+    for _ in range(steps):
+        t[1:-1] = 0.5 * (t[:-2] + t[2:])
+    return t
+
+
+def _smoothed_reference(x: np.ndarray, steps: int) -> np.ndarray:
+    t = x.copy()
+    for _ in range(steps):
+        t[1:-1] = 0.5 * (t[:-2] + t[2:])
+    return t
+
+
+@pytest.mark.gpu
+def test_a_call_returns_once_queued_and_calls_on_two_streams_take_turns():
+    cp = _cupy()
+    prog = dace_cpufree.compile(smoothed, backend="cuda")
+    steps = 20_000  # tens of milliseconds on a small grid (a small array), which leaves room for a second kernel
+    rng = np.random.default_rng(3)
+    x1, x2 = rng.random(_SIZE), rng.random(_SIZE)
+    d1, d2 = cp.asarray(x1), cp.asarray(x2)
+    prog(x=d1, steps=1)  # the first call's set-up
+    cp.cuda.Device().synchronize()
+    first, second = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with first:
+        out1 = prog(x=d1, steps=steps)
+        assert not first.done  # returned while its kernel runs
+    with second:
+        out2 = prog(x=d2, steps=steps)  # the same workspace: queued behind the first kernel
+    ms = prog.last_kernel_ms  # waits for the second kernel
+    assert second.done and ms > 0.0
+    first.synchronize()
+    np.testing.assert_allclose(cp.asnumpy(out1), _smoothed_reference(x1, steps), rtol=1e-12, atol=0.0)
+    np.testing.assert_allclose(cp.asnumpy(out2), _smoothed_reference(x2, steps), rtol=1e-12, atol=0.0)

@@ -161,6 +161,7 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
     return cudaSuccess;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
 inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     auto d = *static_cast<std::chrono::steady_clock::time_point *>(b) - *static_cast<std::chrono::steady_clock::time_point *>(a);
     *ms = std::chrono::duration<float, std::milli>(d).count();

@@ -92,11 +92,12 @@ extern "C" int cpufree_block_fits(int block) {{
     block = cpufree_whole_warps(block, warp);
     return ({block_fits}) ? 1 : 0;
 }}
-// The last launch's grid and block, and its time between the events around it (-1 where there is none): read when
-// asked, not by every launch; waits for a kernel still running.
+// The last launch's grid and block, and (where `ms` is given) its time between the events around it (-1 where there
+// is none): read when asked, not by every launch; the time waits for a kernel still running.
 extern "C" void cpufree_launch_config(int *grid, int *block, float *ms) {{
     *grid = cpufree_state.grid_used;
     *block = cpufree_state.block_used;
+    if (!ms) return;
     *ms = -1.0f;
     if (!cpufree_state.timed) return;
     if (cpufree_state.pending && cudaEventSynchronize(cpufree_state.stop) == cudaSuccess) cpufree_state.pending = false;

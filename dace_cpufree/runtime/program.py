@@ -115,21 +115,20 @@ class PersistentProgram:
         self._caller, self._in_flight = None, None  # the thread of the call in flight, and its channel state
         self.last_call_times = []
 
-    def _launch_facts(self) -> tuple[int, int, float]:
-        """The last launch's grid, block and kernel time, read off the launcher when asked (a launch does not spend
-        its time reading them)."""
-        grid, block, ms = self._config
-        self._lib.cpufree_launch_config(*self._config_refs)
-        return grid.value, block.value, ms.value if ms.value >= 0 else float("nan")
-
     @property
     def launch_config(self) -> tuple[int, int]:
-        grid, block, _ = self._launch_facts()
-        return grid, block
+        """The last launch's grid and block, read off the launcher when asked (a launch does not spend its time
+        reading them); does not wait for its kernel."""
+        grid, block, _ = self._config
+        self._lib.cpufree_launch_config(self._config_refs[0], self._config_refs[1], None)
+        return grid.value, block.value
 
     @property
     def last_kernel_ms(self) -> float:
-        return self._launch_facts()[2]
+        """The last kernel's time between the events around it; waits for the kernel where it still runs."""
+        ms = self._config[2]
+        self._lib.cpufree_launch_config(*self._config_refs)
+        return ms.value if ms.value >= 0 else float("nan")
 
     def on_progress(self, callback):
         """Calls ``callback(done, total)`` on the host's poller thread whenever the reported progress changes

@@ -62,9 +62,10 @@ def test_the_launcher_queues_the_kernel_and_its_events_on_the_callers_stream():
     grow = run.index("if (cpufree_need > cpufree_state.workspace_size)")
     assert grow < run.index("if (cpufree_state.pending) CPUFREE_CHECK(cudaEventSynchronize(cpufree_state.stop));")
     assert run.index("cpufree_state.pending = !cpufree_wait;") > stop
-    # the kernel's time is read off its events once it is done
+    # the kernel's time is read off its events once it is done; the grid and block alone do not wait for it
     facts = code[code.index('extern "C" void cpufree_launch_config(') :]
     facts = facts[: facts.index("\n}")]
+    assert facts.index("if (!ms) return;") < facts.index("cudaEventSynchronize(cpufree_state.stop)")
     assert facts.index("cudaEventSynchronize(cpufree_state.stop)") < facts.index("cudaEventElapsedTime(")
     copy = code[code.index('extern "C" int cpufree_memcpy(') :]
     copy = copy[: copy.index("\n}")]

@@ -39,10 +39,9 @@ struct LauncherState {{
     long long bounded_spill_bytes = 0;  // local memory a thread of that build uses (cpufree/launch.h)
     bool events = false;
     cudaEvent_t start, stop;
-    // The last kernel may still run on `pending_stream` (a call that returned once its kernel was queued): a launch on
-    // another stream is queued behind it, and its workspace is not freed under it.
+    // The last kernel may still run (a call that returned once it was queued): the next launch is queued behind it,
+    // and the workspace is not freed under it. Written by cpufree_run alone (its caller holds the program's lock).
     bool pending = false;
-    cudaStream_t pending_stream = nullptr;
 }} cpufree_state;
 
 int cpufree_fail(const char *fmt, ...) {{
@@ -100,8 +99,8 @@ extern "C" void cpufree_launch_config(int *grid, int *block, float *ms) {{
     if (!ms) return;
     *ms = -1.0f;
     if (!cpufree_state.timed) return;
-    if (cpufree_state.pending && cudaEventSynchronize(cpufree_state.stop) == cudaSuccess) cpufree_state.pending = false;
-    if (cpufree_state.pending || cudaEventElapsedTime(ms, cpufree_state.start, cpufree_state.stop) != cudaSuccess) {{
+    if ((cpufree_state.pending && cudaEventSynchronize(cpufree_state.stop) != cudaSuccess) ||
+        cudaEventElapsedTime(ms, cpufree_state.start, cpufree_state.stop) != cudaSuccess) {{
         *ms = -1.0f;
         cudaGetLastError();  // not left for the next launch to report
     }}
@@ -219,11 +218,12 @@ extern "C" int cpufree_run(void *cpufree_stream_arg, int cpufree_wait{params}) {
     (void)cpufree_ws;
 {workspace_bind}
     void *cpufree_args[] = {{{args}}};
-    CPUFREE_CHECK(CPUFREE_BEFORE_LAUNCH(cpufree_state.workspace, cpufree_state.workspace_size));
     cudaEvent_t cpufree_start = cpufree_state.start, cpufree_stop = cpufree_state.stop;
-    // a kernel still running on another stream uses the same workspace: this one is queued behind it
-    if (cpufree_state.pending && cpufree_state.pending_stream != cpufree_stream)
-        CPUFREE_CHECK(cudaStreamWaitEvent(cpufree_stream, cpufree_stop, 0));
+    // The last kernel may still run and uses the same workspace: this one is queued behind it, whatever the stream (a
+    // handle may name another stream than before once that one was destroyed, and the per-thread default stream's
+    // handle names one stream per thread); on its own stream the wait is already met.
+    if (cpufree_state.pending) CPUFREE_CHECK(cudaStreamWaitEvent(cpufree_stream, cpufree_stop, 0));
+    CPUFREE_CHECK(CPUFREE_BEFORE_LAUNCH(cpufree_state.workspace, cpufree_state.workspace_size));
     cpufree_state.timed = false;
     CPUFREE_CHECK(cudaEventRecord(cpufree_start, cpufree_stream));
     CPUFREE_CHECK(
@@ -231,7 +231,6 @@ extern "C" int cpufree_run(void *cpufree_stream_arg, int cpufree_wait{params}) {
                                    cpufree_args, cpufree_dynamic_shared, cpufree_stream));
     CPUFREE_CHECK(cudaEventRecord(cpufree_stop, cpufree_stream));
     cpufree_state.pending = !cpufree_wait;
-    cpufree_state.pending_stream = cpufree_stream;
     if (cpufree_wait) CPUFREE_CHECK(cudaEventSynchronize(cpufree_stop));
     CPUFREE_CHECK(CPUFREE_AFTER_LAUNCH());
     CPUFREE_CHECK(cudaGetLastError());

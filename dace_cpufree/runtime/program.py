@@ -108,9 +108,8 @@ class PersistentProgram:
         self.progress, self.timeout = progress, timeout
         self._progress_callbacks, self._notify_callbacks = [], []
         self._cancel = threading.Event()
-        # one call at a time per program (_enter): the launcher's workspace, events and facts and the channel's words
-        # are the program's, and calls from threads with different current streams would otherwise run their kernels
-        # side by side on them
+        # one call at a time per program on the host (_enter): the launcher's state (workspace, events, facts) and the
+        # channel's words are the program's; the launcher queues each kernel behind the last, which may still run
         self._calling = threading.Lock()
         self._caller, self._in_flight = None, None  # the thread of the call in flight, and its channel state
         self.last_call_times = []
@@ -161,7 +160,21 @@ class PersistentProgram:
         if self.backend == "emulate":
             return 0
         cupy = sys.modules.get("cupy")
-        return 0 if cupy is None else cupy.cuda.get_current_stream().ptr
+        if cupy is None:
+            return 0
+        stream = cupy.cuda.get_current_stream()
+        try:
+            capturing = stream.is_capturing()
+        except RuntimeError:  # a query the runtime refuses (HIP; the legacy stream beside a capture): the launch says
+            capturing = False
+        if capturing:
+            raise CpufreeError(
+                f"{self.sdfg.name} was called while CuPy's current stream is being captured into a CUDA graph: the "
+                "graph would hold the launch with the program's workspace as it is now, and a replay would run beside "
+                "the program's later calls (which queue each kernel behind the last) and on memory they may have "
+                "freed. Fix: call the program outside the capture."
+            )
+        return stream.ptr
 
     def _launch(self, stream: int, call: list, wait: bool) -> tuple[int, Call | None]:
         """The foreign call on ``stream`` (returning once the kernel is queued where not ``wait``); with the channel,
@@ -274,10 +287,10 @@ class PersistentProgram:
             # the launch alone: no channel, nothing to copy back, no kernel to wait for (see _complete)
             try:
                 rc = self._run(self._stream(), 0, *call)
+                if rc != 0:
+                    self._check(rc)  # the launcher's error text, before another call can replace it
             finally:
                 self._calling.release()
-            if rc != 0:
-                self._check(rc)
         else:
             self._complete(self._stream(), call, (), wait=not self._returns_early)
         if not returned:

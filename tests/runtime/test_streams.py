@@ -7,6 +7,8 @@ read as the handle it names. GPU: results while the inputs are still to be writt
 call is made (without the ordering, the kernel reads them before they are written).
 """
 
+import sys
+import threading
 import types
 
 import dace
@@ -14,6 +16,7 @@ import numpy as np
 import pytest
 
 import dace_cpufree
+from dace_cpufree.errors import CpufreeError
 from dace_cpufree.runtime.arguments import producer_stream
 from dace_cpufree.runtime.program import returns_early
 
@@ -54,11 +57,15 @@ def test_the_launcher_queues_the_kernel_and_its_events_on_the_callers_stream():
     launch = run.index("cpufree_args, cpufree_dynamic_shared, cpufree_stream)")
     stop = run.index("cudaEventRecord(cpufree_stop, cpufree_stream)")
     assert start < launch < stop
-    # waits for the kernel only where asked; a launch on another stream than the last, still running, one is queued
-    # behind it (one workspace), and the workspace is not freed under it
+    # waits for the kernel only where asked; a launch while the last kernel may still run is queued behind it on any
+    # stream (one workspace; a stream handle does not tell streams apart), before the launch's hooks touch the
+    # workspace, and the workspace is not freed under it
     assert stop < run.index("if (cpufree_wait) CPUFREE_CHECK(cudaEventSynchronize(cpufree_stop));")
-    behind = run.index("if (cpufree_state.pending && cpufree_state.pending_stream != cpufree_stream)")
-    assert behind < run.index("CPUFREE_CHECK(cudaStreamWaitEvent(cpufree_stream, cpufree_stop, 0));") < start
+    behind = run.index(
+        "if (cpufree_state.pending) CPUFREE_CHECK(cudaStreamWaitEvent(cpufree_stream, cpufree_stop, 0));"
+    )
+    assert behind < run.index("CPUFREE_BEFORE_LAUNCH(") < start
+    assert "pending_stream" not in code
     grow = run.index("if (cpufree_need > cpufree_state.workspace_size)")
     assert grow < run.index("if (cpufree_state.pending) CPUFREE_CHECK(cudaEventSynchronize(cpufree_state.stop));")
     assert run.index("cpufree_state.pending = !cpufree_wait;") > stop
@@ -148,6 +155,33 @@ def test_a_call_of_the_common_kind_returns_once_queued_where_the_program_returns
     np.testing.assert_array_equal(prog(x=x), 2.0 * x)  # the common kind
     prog(x, N=5)  # the general path (positional and keyword arguments): waits, whatever the program
     assert launcher.waits == [1, 0, 1]
+
+
+def test_a_call_that_waits_its_turn_on_the_lock_still_returns_once_queued():
+    prog = dace_cpufree.compile(doubled, backend="emulate")
+    launcher = prog._run = _RecordingRun(prog._run)
+    prog._returns_early = True
+    x = np.arange(5.0)
+    prog(x=x)  # the common path's launch
+    prog._calling.acquire()  # a call in flight on another thread
+    threading.Timer(0.2, prog._calling.release).start()
+    np.testing.assert_array_equal(prog(x=x), 2.0 * x)  # waits for the lock (the call through _complete)
+    assert launcher.waits == [0, 0] and not prog._calling.locked()
+
+
+def test_a_call_during_a_cuda_graph_capture_is_refused(monkeypatch):
+    prog = dace_cpufree.compile(doubled, backend="emulate")
+    prog.backend = "cuda"  # _stream() as on the GPU, against a stand-in for CuPy
+    capturing = types.SimpleNamespace(ptr=0x5000, is_capturing=lambda: True)
+    refusing = types.SimpleNamespace(ptr=0x6000, is_capturing=lambda: (_ for _ in ()).throw(RuntimeError("HIP")))
+    for stream, expected in ((refusing, 0x6000), (capturing, None)):
+        cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(get_current_stream=lambda stream=stream: stream))
+        monkeypatch.setitem(sys.modules, "cupy", cupy)
+        if expected is None:
+            with pytest.raises(CpufreeError, match="captured into a CUDA graph.*Fix: call the program outside"):
+                prog._stream()
+        else:
+            assert prog._stream() == expected  # a status the runtime cannot give: the launch reports what follows
 
 
 def test_programs_whose_host_has_a_part_in_the_run_wait_for_the_kernel():
@@ -253,9 +287,9 @@ def test_a_foreign_array_is_waited_for_on_its_producers_stream():
 
 @dace.program
 def smoothed(x: dace.float64[N], steps: dace.int64):
-    t = np.copy(x)  # in the program's workspace
+    t = np.copy(x)  # the returned array
     for _ in range(steps):
-        t[1:-1] = 0.5 * (t[:-2] + t[2:])
+        t[1:-1] = 0.5 * (t[:-2] + t[2:])  # the sum is a transient in the program's workspace
     return t
 
 
@@ -270,6 +304,7 @@ def _smoothed_reference(x: np.ndarray, steps: int) -> np.ndarray:
 def test_a_call_returns_once_queued_and_calls_on_two_streams_take_turns():
     cp = _cupy()
     prog = dace_cpufree.compile(smoothed, backend="cuda")
+    assert any(a.kind == "workspace" for a in prog.source.args)  # what two kernels side by side would share
     steps = 20_000  # tens of milliseconds on a small grid (a small array), which leaves room for a second kernel
     rng = np.random.default_rng(3)
     x1, x2 = rng.random(_SIZE), rng.random(_SIZE)

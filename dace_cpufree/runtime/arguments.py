@@ -382,11 +382,16 @@ class Signature:
         warning, as upstream DaCe ignores it."""
         names = self.names
         if len(args) > len(names):
-            raise ArgumentError(f"{self.program} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}.")
+            raise ArgumentError(
+                f"{self.program} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}. Fix: leave out "
+                "the extra ones (size symbols are read off the arrays' shapes, or given by name)."
+            )
         values = dict(zip(names, args))
         for key, value in kwargs.items():
             if key in values:
-                raise ArgumentError(f"{self.program}: argument '{key}' given twice.")
+                raise ArgumentError(
+                    f"{self.program}: argument '{key}' given twice (in order and by name). Fix: give it once."
+                )
             if key not in names and key not in self.symbol_names and is_integer(value):
                 warnings.warn(
                     f"{self.program}: keyword '{key}' is neither a parameter nor a size symbol of the program; "
@@ -403,7 +408,10 @@ class Signature:
             values[key] = value
         missing = [n for n in names if n not in values]
         if missing:
-            raise ArgumentError(f"{self.program}: missing argument(s) {', '.join(missing)}.")
+            raise ArgumentError(
+                f"{self.program}: missing argument(s) {', '.join(missing)}. Fix: pass every parameter, in order or "
+                f"by name: {self.program}({', '.join(names)})."
+            )
         return values
 
     def check_values(self, values: dict) -> dict:
@@ -444,7 +452,8 @@ class Signature:
                 if len(value.shape) != len(plan):
                     raise ArgumentError(
                         f"{self.program}: '{name}' has {len(value.shape)} dimensions, the program expects "
-                        f"{len(plan)} (shape {self.declared_shapes[name]})."
+                        f"{len(plan)} (shape {self.declared_shapes[name]}). Fix: pass an array of {len(plan)} "
+                        f"dimensions ({name}.reshape(...)), or declare the parameter with {len(value.shape)}."
                     )
                 for sym, size in zip(plan, value.shape):
                     if sym is not None:
@@ -453,6 +462,25 @@ class Signature:
         if missing:
             raise ArgumentError(f"{self.program}: cannot infer symbol(s) {', '.join(missing)}; pass them as keywords.")
         return symbols
+
+    def sizes_origin(self, name: str, values: dict, symbols: dict) -> str:
+        """Where the sizes in the declared shape of ``name`` came from, for an error: ``"declared (N, M): N = 8 read
+        off 'x', M = 3 given"`` (the order :meth:`infer_symbols` reads them in: keywords, the PE's, then the arrays
+        in the call's order)."""
+        declared = tuple(self.declared_shapes[name])
+        used = sorted({str(s) for d in declared if dace.symbolic.issymbolic(d) for s in d.free_symbols})
+        parts = []
+        for sym in used:
+            if sym in values:
+                origin = "given"
+            else:
+                source = next(
+                    (n for n, v in values.items() if hasattr(v, "shape") and sym in (self.dims.get(n) or ())), None
+                )
+                origin = f"read off '{source}'" if source is not None else "fixed by the run"
+            parts.append(f"{sym} = {symbols.get(sym)} {origin}")
+        shown = "(" + ", ".join(map(str, declared)) + ("," if len(declared) == 1 else "") + ")"
+        return f"declared {shown}" + (": " + ", ".join(parts) if parts else "")
 
     def shape(self, name: str, symbols: dict) -> tuple[int, ...]:
         """The shape the program declares for ``name`` at these sizes (sympy evaluation, kept per sizes)."""

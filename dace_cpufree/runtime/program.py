@@ -29,6 +29,21 @@ def returns_early(backend: str, source, shmem: bool) -> bool:
     return backend != "emulate" and getattr(source, "channel", None) is None and not source.step_labels and not shmem
 
 
+def _not_contiguous(program: str, name: str, value, module: str, written: bool) -> str:
+    """The refusal of an array that is not C-contiguous (a strided view, a transpose, Fortran order), with the fix:
+    ``module`` is ``"np"`` for a host array, ``"cupy"`` for a device one."""
+    what = "NumPy or CuPy array" if module == "np" else "array"
+    strides = getattr(value, "strides", None)
+    shown = f" (strides {strides} for shape {getattr(value, 'shape', None)})" if strides is not None else ""
+    fix = f"{module}.ascontiguousarray({name})"
+    if written:
+        fix += f", and copy the result back into {name} afterwards, since the program writes it"
+    return (
+        f"{program}: '{name}' must be a C-contiguous {what}{shown}: the kernel indexes it as one row-major block. "
+        f"Fix: pass {fix}."
+    )
+
+
 class PersistentProgram:
     """The callable that :func:`dace_cpufree.compile` returns.
 
@@ -319,7 +334,7 @@ class PersistentProgram:
             call = []
             for arg in self._host_args:
                 if arg.kind == "array":
-                    bound = self._bind_array(arg, values[arg.name], symbols, stream)
+                    bound = self._bind_array(arg, values[arg.name], symbols, stream, values)
                     owned.append(bound)
                     call.append(ctypes.c_void_p(bound.pointer))
                 elif arg.kind == "symbol":
@@ -387,26 +402,37 @@ class PersistentProgram:
                 )
         self._checked_sizes.add(key)
 
-    def _bind_array(self, arg, value, symbols, stream: int) -> Bound:
-        expected = self._signature.shape(arg.name, symbols)
-        dtype = self._signature.dtypes[arg.name]
+    def _bind_array(self, arg, value, symbols, stream: int, values: dict) -> Bound:
+        sig = self._signature
+        expected = sig.shape(arg.name, symbols)
+        dtype = sig.dtypes[arg.name]
         if tuple(getattr(value, "shape", ())) != expected:
             raise ArgumentError(
-                f"{self.sdfg.name}: '{arg.name}' has shape {getattr(value, 'shape', None)}, expected {expected}."
+                f"{self.sdfg.name}: '{arg.name}' has shape {getattr(value, 'shape', None)}, expected {expected} "
+                f"({sig.sizes_origin(arg.name, values, symbols)}). Fix: pass arrays whose sizes agree with the "
+                "declared shapes, or the size symbols as keywords where the shapes cannot give them."
             )
         if np.dtype(value.dtype) != dtype:
-            raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' has dtype {value.dtype}, expected {dtype}.")
+            raise ArgumentError(
+                f"{self.sdfg.name}: '{arg.name}' has dtype {value.dtype}, expected {dtype}. Fix: pass "
+                f"{arg.name}.astype(np.{dtype.name})"
+                + (" (a copy: read the result the program writes from it)" if arg.written else "")
+                + f", or declare the parameter as {value.dtype}."
+            )
         ptr = device_pointer(value)
         if self._shmem is not None and arg.name in self._symmetric:
             return self._bind_symmetric(arg, value, ptr)
         if ptr is not None:
             if self.backend == "emulate":
-                raise ArgumentError("the host emulation backend takes NumPy arrays, not device arrays.")
+                raise ArgumentError(
+                    f"{self.sdfg.name}: '{arg.name}' is a device array; the host emulation backend takes NumPy "
+                    f"arrays. Fix: pass cupy.asnumpy({arg.name}), or compile with backend='cuda'."
+                )
             if not value.flags.c_contiguous:
-                raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' must be C-contiguous.")
+                raise ArgumentError(_not_contiguous(self.sdfg.name, arg.name, value, "cupy", arg.written))
             return Bound(ptr)
         if not isinstance(value, np.ndarray) or not value.flags.c_contiguous:
-            raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' must be a C-contiguous NumPy or CuPy array.")
+            raise ArgumentError(_not_contiguous(self.sdfg.name, arg.name, value, "np", arg.written))
         if self.backend == "emulate":
             return Bound(value.ctypes.data)
         dev = self._lib.cpufree_malloc(max(value.nbytes, 1))
@@ -426,9 +452,9 @@ class PersistentProgram:
     def _bind_symmetric(self, arg, value, ptr: int | None) -> Bound:
         """An argument on the symmetric heap: the user's array is copied into the PE's buffer and back."""
         if ptr is None and not (isinstance(value, np.ndarray) and value.flags.c_contiguous):
-            raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' must be a C-contiguous NumPy or CuPy array.")
+            raise ArgumentError(_not_contiguous(self.sdfg.name, arg.name, value, "np", arg.written))
         if ptr is not None and not value.flags.c_contiguous:
-            raise ArgumentError(f"{self.sdfg.name}: '{arg.name}' must be C-contiguous.")
+            raise ArgumentError(_not_contiguous(self.sdfg.name, arg.name, value, "cupy", arg.written))
         src = ptr if ptr is not None else value.ctypes.data
         buf = self._shmem.buffer(self._lib, arg.name, max(value.nbytes, 1))
         self._shmem.copy(self._lib, buf, src, value.nbytes)

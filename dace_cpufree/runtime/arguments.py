@@ -42,6 +42,23 @@ def device_pointer(value) -> int | None:
     return None if iface is None else int(iface["data"][0])
 
 
+def device_layout(value) -> tuple[np.dtype, bool]:
+    """A device array's dtype and whether it is C-contiguous, as its ``__cuda_array_interface__`` states them, so
+    that any library's array reads alike (PyTorch's ``dtype`` is no NumPy dtype, and it has no ``flags``); strides
+    absent or ``None`` mean C-contiguous, and a dimension of one element may have any stride."""
+    iface = value.__cuda_array_interface__
+    dtype = np.dtype(iface["typestr"])
+    shape, strides = tuple(iface["shape"]), iface.get("strides")
+    if strides is None or 0 in shape:
+        return dtype, True
+    step = dtype.itemsize
+    for size, stride in zip(reversed(shape), reversed(tuple(strides))):
+        if size > 1 and stride != step:
+            return dtype, False
+        step *= size
+    return dtype, True
+
+
 def producer_stream(value) -> int | None:
     """The stream on which a device array's producer may still be writing it, as its ``__cuda_array_interface__``
     (version 3) names it: a CUDA stream handle (1: the legacy default stream, 2: the per-thread default one);
@@ -136,11 +153,14 @@ def _span(value, device: bool) -> tuple[tuple[int, int] | None, bool]:
     copies it, a NumPy array for a GPU backend)."""
     ptr = device_pointer(value) if device else None
     by_pointer = ptr is not None or not device
-    if ptr is None:
+    if ptr is not None:
+        contiguous = device_layout(value)[1]
+    else:
         iface = getattr(value, "__array_interface__", None)
         ptr = None if iface is None else int(iface["data"][0])
+        contiguous = getattr(getattr(value, "flags", None), "c_contiguous", True)
     nbytes = int(getattr(value, "nbytes", 0))
-    if ptr is None or nbytes == 0 or not getattr(getattr(value, "flags", None), "c_contiguous", True):
+    if ptr is None or nbytes == 0 or not contiguous:
         return None, by_pointer
     return (ptr, ptr + nbytes), by_pointer
 
@@ -453,7 +473,8 @@ class Signature:
                     raise ArgumentError(
                         f"{self.program}: '{name}' has {len(value.shape)} dimensions, the program expects "
                         f"{len(plan)} (shape {self.declared_shapes[name]}). Fix: pass an array of {len(plan)} "
-                        f"dimensions ({name}.reshape(...)), or declare the parameter with {len(value.shape)}."
+                        f"dimensions ({name}.reshape(...)), or declare the parameter with {len(value.shape)} "
+                        "dimension(s)."
                     )
                 for sym, size in zip(plan, value.shape):
                     if sym is not None:
@@ -463,24 +484,34 @@ class Signature:
             raise ArgumentError(f"{self.program}: cannot infer symbol(s) {', '.join(missing)}; pass them as keywords.")
         return symbols
 
-    def sizes_origin(self, name: str, values: dict, symbols: dict) -> str:
-        """Where the sizes in the declared shape of ``name`` came from, for an error: ``"declared (N, M): N = 8 read
-        off 'x', M = 3 given"`` (the order :meth:`infer_symbols` reads them in: keywords, the PE's, then the arrays
-        in the call's order)."""
+    def sizes_origin(self, name: str, values: dict, symbols: dict, fixed: dict | None = None) -> tuple[str, list]:
+        """Where the sizes in the declared shape of ``name`` came from, for an error: ``("declared (N, M): N = 8 read
+        off 'x', M = 3 given", ["M"])`` with the names given as keywords. The precedence is
+        :meth:`infer_symbols`'s: the PE's values (``fixed``), then keywords, then the first array in the call's order
+        whose shape carries the symbol."""
         declared = tuple(self.declared_shapes[name])
-        used = sorted({str(s) for d in declared if dace.symbolic.issymbolic(d) for s in d.free_symbols})
-        parts = []
+        used = dict.fromkeys(
+            str(s)
+            for d in declared
+            if dace.symbolic.issymbolic(d)
+            for s in sorted(d.free_symbols, key=str)
+            if str(s) in self.symbol_names
+        )
+        parts, given = [], []
         for sym in used:
-            if sym in values:
+            if fixed and sym in fixed:
+                origin = "set by the PE"
+            elif sym in values:
                 origin = "given"
+                given.append(sym)
             else:
                 source = next(
                     (n for n, v in values.items() if hasattr(v, "shape") and sym in (self.dims.get(n) or ())), None
                 )
-                origin = f"read off '{source}'" if source is not None else "fixed by the run"
+                origin = f"read off '{source}'"
             parts.append(f"{sym} = {symbols.get(sym)} {origin}")
         shown = "(" + ", ".join(map(str, declared)) + ("," if len(declared) == 1 else "") + ")"
-        return f"declared {shown}" + (": " + ", ".join(parts) if parts else "")
+        return f"declared {shown}" + (": " + ", ".join(parts) if parts else ""), given
 
     def shape(self, name: str, symbols: dict) -> tuple[int, ...]:
         """The shape the program declares for ``name`` at these sizes (sympy evaluation, kept per sizes)."""

@@ -15,7 +15,7 @@ from dace_cpufree.errors import ArgumentError, CpufreeError, LaunchError, RaceEr
 from dace_cpufree.options import RACE_ORDERS
 from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL, is_symmetric
 
-from .arguments import Bound, Signature, device_pointer, producer_stream
+from .arguments import Bound, Signature, device_layout, device_pointer, producer_stream
 from .channel import Call, ChannelHost, require_channel
 from .nvshmem import attach_session, is_shmem_library
 from .progress import ProgressView
@@ -334,7 +334,7 @@ class PersistentProgram:
             call = []
             for arg in self._host_args:
                 if arg.kind == "array":
-                    bound = self._bind_array(arg, values[arg.name], symbols, stream, values)
+                    bound = self._bind_array(arg, values[arg.name], symbols, stream, values, fixed)
                     owned.append(bound)
                     call.append(ctypes.c_void_p(bound.pointer))
                 elif arg.kind == "symbol":
@@ -402,37 +402,46 @@ class PersistentProgram:
                 )
         self._checked_sizes.add(key)
 
-    def _bind_array(self, arg, value, symbols, stream: int, values: dict) -> Bound:
-        sig = self._signature
-        expected = sig.shape(arg.name, symbols)
-        dtype = sig.dtypes[arg.name]
+    def _bind_array(self, arg, value, symbols, stream: int, values: dict, fixed: dict | None) -> Bound:
+        sig, name = self._signature, arg.name
+        expected = sig.shape(name, symbols)
+        dtype = sig.dtypes[name]
         if tuple(getattr(value, "shape", ())) != expected:
-            raise ArgumentError(
-                f"{self.sdfg.name}: '{arg.name}' has shape {getattr(value, 'shape', None)}, expected {expected} "
-                f"({sig.sizes_origin(arg.name, values, symbols)}). Fix: pass arrays whose sizes agree with the "
-                "declared shapes, or the size symbols as keywords where the shapes cannot give them."
+            origin, given = sig.sizes_origin(name, values, symbols, fixed)
+            keywords = (
+                f", or correct the keyword(s) {', '.join(given)}, which disagree with the arrays" if given else ""
             )
-        if np.dtype(value.dtype) != dtype:
             raise ArgumentError(
-                f"{self.sdfg.name}: '{arg.name}' has dtype {value.dtype}, expected {dtype}. Fix: pass "
-                f"{arg.name}.astype(np.{dtype.name})"
-                + (" (a copy: read the result the program writes from it)" if arg.written else "")
-                + f", or declare the parameter as {value.dtype}."
+                f"{self.sdfg.name}: '{name}' has shape {getattr(value, 'shape', None)}, expected {expected} "
+                f"({origin}). Fix: pass arrays whose sizes agree with the declared shapes{keywords}."
             )
         ptr = device_pointer(value)
-        if self._shmem is not None and arg.name in self._symmetric:
-            return self._bind_symmetric(arg, value, ptr)
+        if ptr is None and not isinstance(value, np.ndarray):
+            raise ArgumentError(
+                f"{self.sdfg.name}: '{name}' is a {type(value).__name__}, not a NumPy or CuPy array. Fix: pass "
+                f"np.asarray({name}, dtype=np.{dtype.name}) (or a CuPy array)."
+            )
+        have, contiguous = device_layout(value) if ptr is not None else (value.dtype, value.flags.c_contiguous)
+        if have != dtype:
+            raise ArgumentError(
+                f"{self.sdfg.name}: '{name}' has dtype {have}, expected {dtype}. Fix: pass "
+                f"{name}.astype(np.{dtype.name})"
+                + (" (a copy: read the result the program writes from it)" if arg.written else "")
+                + f", or declare the parameter as {have}."
+            )
+        if self._shmem is not None and name in self._symmetric:
+            return self._bind_symmetric(arg, value, ptr, contiguous)
         if ptr is not None:
             if self.backend == "emulate":
                 raise ArgumentError(
-                    f"{self.sdfg.name}: '{arg.name}' is a device array; the host emulation backend takes NumPy "
-                    f"arrays. Fix: pass cupy.asnumpy({arg.name}), or compile with backend='cuda'."
+                    f"{self.sdfg.name}: '{name}' is a device array; the host emulation backend takes NumPy "
+                    f"arrays. Fix: pass cupy.asnumpy({name}), or compile with backend='cuda' (or 'hip')."
                 )
-            if not value.flags.c_contiguous:
-                raise ArgumentError(_not_contiguous(self.sdfg.name, arg.name, value, "cupy", arg.written))
+            if not contiguous:
+                raise ArgumentError(_not_contiguous(self.sdfg.name, name, value, "cupy", arg.written))
             return Bound(ptr)
-        if not isinstance(value, np.ndarray) or not value.flags.c_contiguous:
-            raise ArgumentError(_not_contiguous(self.sdfg.name, arg.name, value, "np", arg.written))
+        if not contiguous:
+            raise ArgumentError(_not_contiguous(self.sdfg.name, name, value, "np", arg.written))
         if self.backend == "emulate":
             return Bound(value.ctypes.data)
         dev = self._lib.cpufree_malloc(max(value.nbytes, 1))
@@ -449,12 +458,11 @@ class PersistentProgram:
         # argument's result where the two share memory
         return Bound(dev, value if arg.written else None, dev)
 
-    def _bind_symmetric(self, arg, value, ptr: int | None) -> Bound:
+    def _bind_symmetric(self, arg, value, ptr: int | None, contiguous: bool) -> Bound:
         """An argument on the symmetric heap: the user's array is copied into the PE's buffer and back."""
-        if ptr is None and not (isinstance(value, np.ndarray) and value.flags.c_contiguous):
-            raise ArgumentError(_not_contiguous(self.sdfg.name, arg.name, value, "np", arg.written))
-        if ptr is not None and not value.flags.c_contiguous:
-            raise ArgumentError(_not_contiguous(self.sdfg.name, arg.name, value, "cupy", arg.written))
+        if not contiguous:
+            module = "np" if ptr is None else "cupy"
+            raise ArgumentError(_not_contiguous(self.sdfg.name, arg.name, value, module, arg.written))
         src = ptr if ptr is not None else value.ctypes.data
         buf = self._shmem.buffer(self._lib, arg.name, max(value.nbytes, 1))
         self._shmem.copy(self._lib, buf, src, value.nbytes)

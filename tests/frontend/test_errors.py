@@ -1,9 +1,11 @@
 """Bad input gets a clear error naming the problem and the fix."""
 
+import dace
 import numpy as np
 import pytest
 
 import dace_cpufree
+from dace_cpufree.runtime.arguments import device_layout
 from npbench_runs.kernels import KERNELS
 
 
@@ -71,3 +73,70 @@ def test_unknown_backend():
 def test_not_a_program():
     with pytest.raises(dace_cpufree.CpufreeError, match=r"@dace.program"):
         dace_cpufree.persistent_sdfg(lambda x: x)
+
+
+def test_a_size_given_as_a_keyword_is_named_as_the_origin_and_in_the_fix(jacobi):
+    with pytest.raises(dace_cpufree.ArgumentError, match=r"'A' has shape \(8, 8\), expected \(9, 9\)") as err:
+        jacobi(np.zeros((8, 8)), np.zeros((8, 8)), 2, N=9)
+    assert "(declared (N, N): N = 9 given)" in str(err.value)
+    assert "or correct the keyword(s) N, which disagree with the arrays" in str(err.value)
+
+
+N = dace.symbol("N")
+
+
+@dace.program
+def _axpy(a: dace.float64, x: dace.float64[N], y: dace.float64[N]):
+    y[:] = a * x + y
+
+
+@pytest.fixture(scope="module")
+def axpy():
+    return dace_cpufree.compile(_axpy, backend="emulate")
+
+
+def test_an_array_the_program_only_reads_gets_no_copy_back_advice(axpy):
+    with pytest.raises(dace_cpufree.ArgumentError, match=r"'x' has dtype float32") as err:
+        axpy(2.0, np.ones(8, dtype=np.float32), np.ones(8))
+    assert "Fix: pass x.astype(np.float64), or declare the parameter as float32." in str(err.value)
+    with pytest.raises(dace_cpufree.ArgumentError, match=r"'x' must be a C-contiguous") as err:
+        axpy(2.0, np.ones(16)[::2], np.ones(8))
+    assert str(err.value).endswith("Fix: pass np.ascontiguousarray(x).")
+    with pytest.raises(dace_cpufree.ArgumentError, match=r"'y' has shape \(9,\), expected \(8,\) \(declared \(N,\)"):
+        axpy(2.0, np.ones(8), np.ones(9))
+
+
+class _ForeignDeviceArray:
+    """Another library's device array as the binding meets it: a ``__cuda_array_interface__``, a ``dtype`` that is
+    no NumPy dtype (PyTorch's), no ``flags``."""
+
+    def __init__(self, shape, strides=None):
+        self.shape, self.dtype = tuple(shape), "torch.float64"
+        self.__cuda_array_interface__ = {
+            "shape": self.shape,
+            "typestr": "<f8",
+            "data": (0x7000, False),
+            "strides": strides,
+            "version": 3,
+        }
+
+
+def test_another_librarys_device_array_is_read_through_its_interface(jacobi):
+    with pytest.raises(dace_cpufree.ArgumentError, match=r"'A' is a device array.*Fix: pass cupy.asnumpy\(A\)"):
+        jacobi(_ForeignDeviceArray((8, 8)), np.zeros((8, 8)), 2)
+
+
+@pytest.mark.parametrize(
+    "shape, strides, contiguous",
+    [
+        ((4, 5), None, True),  # no strides: C-contiguous by the interface's rule
+        ((4, 5), (40, 8), True),
+        ((4, 5), (8, 32), False),  # a transpose's
+        ((4, 5), (80, 16), False),  # every other column
+        ((4, 1), (8, 999), True),  # a dimension of one element may have any stride
+        ((0, 5), (8, 8), True),  # no elements
+    ],
+)
+def test_device_layout_reads_dtype_and_contiguity_off_the_interface(shape, strides, contiguous):
+    dtype, is_contiguous = device_layout(_ForeignDeviceArray(shape, strides))
+    assert dtype == np.float64 and is_contiguous is contiguous

@@ -51,12 +51,8 @@ def device_layout(value) -> tuple[np.dtype, bool]:
     shape, strides = tuple(iface["shape"]), iface.get("strides")
     if strides is None or 0 in shape:
         return dtype, True
-    step = dtype.itemsize
-    for size, stride in zip(reversed(shape), reversed(tuple(strides))):
-        if size > 1 and stride != step:
-            return dtype, False
-        step *= size
-    return dtype, True
+    expected = _c_strides(shape, dtype.itemsize)
+    return dtype, all(stride == want for size, stride, want in zip(shape, strides, expected) if size > 1)
 
 
 def producer_stream(value) -> int | None:

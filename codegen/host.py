@@ -180,6 +180,19 @@ extern "C" int cpufree_run(void *cpufree_stream_arg, int cpufree_wait{params}) {
             return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "
                                 "multiprocessor (registers or shared memory). Fix: configure a smaller block size.",
                                 cpufree_block);
+        // Where the occupancy API's block fills a multiprocessor alone and two blocks of half its size fit (nothing
+        // configured, no library call's block): the halves, the same threads a multiprocessor, and a step smaller
+        // than the grid spreads over twice as many multiprocessors.
+        if (cpufree_state.block <= 0 && cpufree_need_block <= 0 && cpufree_per_sm == 1 &&
+            cpufree_block >= 2 * cpufree_warp) {{
+            int cpufree_per_sm_half = 0;
+            CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cpufree_per_sm_half, cpufree_kfn,
+                                                                        cpufree_block / 2, cpufree_dynamic_shared));
+            if (cpufree_per_sm_half >= 2) {{
+                cpufree_block /= 2;
+                cpufree_per_sm = cpufree_per_sm_half;
+            }}
+        }}
 {bounded}        if (!cpufree_state.events) {{
             CPUFREE_CHECK(cudaEventCreate(&cpufree_state.start));
             CPUFREE_CHECK(cudaEventCreate(&cpufree_state.stop));

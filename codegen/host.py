@@ -180,11 +180,14 @@ extern "C" int cpufree_run(void *cpufree_stream_arg, int cpufree_wait{params}) {
             return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "
                                 "multiprocessor (registers or shared memory). Fix: configure a smaller block size.",
                                 cpufree_block);
-        // Where the occupancy API's block fills a multiprocessor alone and two blocks of half its size fit (nothing
-        // configured, no library call's block): the halves, the same threads a multiprocessor, and a step smaller
-        // than the grid spreads over twice as many multiprocessors.
+        // The occupancy API breaks ties towards the larger block: where its block is the largest the device takes
+        // and fills a multiprocessor alone, and two blocks of half the size fit (the same threads a
+        // multiprocessor; nothing configured, no library call's block), the halves are launched, so that a step
+        // smaller than the grid spreads over twice as many multiprocessors. Smaller blocks keep the API's size.
+        int cpufree_max_block = 0;
+        CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_max_block, cudaDevAttrMaxThreadsPerBlock, cpufree_dev));
         if (cpufree_state.block <= 0 && cpufree_need_block <= 0 && cpufree_per_sm == 1 &&
-            cpufree_block >= 2 * cpufree_warp) {{
+            cpufree_block == cpufree_max_block && cpufree_block >= 2 * cpufree_warp) {{
             int cpufree_per_sm_half = 0;
             CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cpufree_per_sm_half, cpufree_kfn,
                                                                         cpufree_block / 2, cpufree_dynamic_shared));

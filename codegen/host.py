@@ -180,21 +180,17 @@ extern "C" int cpufree_run(void *cpufree_stream_arg, int cpufree_wait{params}) {
             return cpufree_fail("kernel {kernel} cannot be co-resident: not one block of %d threads fits on a "
                                 "multiprocessor (registers or shared memory). Fix: configure a smaller block size.",
                                 cpufree_block);
-        // The occupancy API breaks ties towards the larger block: where its block is the largest the device takes
-        // and fills a multiprocessor alone, and two blocks of half the size fit (the same threads a
-        // multiprocessor; nothing configured, no library call's block), the halves are launched, so that a step
-        // smaller than the grid spreads over twice as many multiprocessors. Smaller blocks keep the API's size.
-        int cpufree_max_block = 0;
+        // Half the block where the occupancy API's is the device's largest and fills a multiprocessor alone
+        // (cpufree::halve_block, cpufree/launch.h); queried on the first call only, like the rest.
+        int cpufree_max_block = 0, cpufree_per_sm_half = 0;
         CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_max_block, cudaDevAttrMaxThreadsPerBlock, cpufree_dev));
-        if (cpufree_state.block <= 0 && cpufree_need_block <= 0 && cpufree_per_sm == 1 &&
-            cpufree_block == cpufree_max_block && cpufree_block >= 2 * cpufree_warp) {{
-            int cpufree_per_sm_half = 0;
+        if (cpufree_state.block <= 0 && cpufree_need_block <= 0 && cpufree_block >= 2 * cpufree_warp)
             CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cpufree_per_sm_half, cpufree_kfn,
                                                                         cpufree_block / 2, cpufree_dynamic_shared));
-            if (cpufree_per_sm_half >= 2) {{
-                cpufree_block /= 2;
-                cpufree_per_sm = cpufree_per_sm_half;
-            }}
+        if (cpufree::halve_block(cpufree::BlockFacts{{cpufree_block, cpufree_max_block, cpufree_per_sm,
+                                                     cpufree_per_sm_half}})) {{
+            cpufree_block /= 2;
+            cpufree_per_sm = cpufree_per_sm_half;
         }}
 {bounded}        if (!cpufree_state.events) {{
             CPUFREE_CHECK(cudaEventCreate(&cpufree_state.start));

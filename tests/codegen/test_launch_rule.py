@@ -9,7 +9,9 @@ import os
 import subprocess
 
 import pytest
+from programs import time_loop
 
+import dace_cpufree
 from dace_cpufree.runtime.build import INCLUDE_DIR
 
 DRIVER = """
@@ -70,3 +72,66 @@ def test_the_bounded_build_is_taken_where_a_third_block_pays(rule):
 def test_a_bounded_build_that_fits_no_more_blocks_is_never_taken(rule):
     # no spill, thousands of tiles: still unbounded where the bounded build fits as few blocks, or was not queried
     assert rule([(5000, SMS, 2, 2, 0, 0), (5000, SMS, 2, 0, 300, 0), (5000, SMS, 3, 2, 0, 0)]) == [False] * 3
+
+
+BLOCK_DRIVER = """
+#include <cstdio>
+#include <cpufree/launch.h>
+int main() {
+    int block, max_block, per_sm, per_sm_half;
+    while (std::scanf("%d %d %d %d", &block, &max_block, &per_sm, &per_sm_half) == 4)
+        std::printf("%d\\n", cpufree::halve_block(cpufree::BlockFacts{block, max_block, per_sm, per_sm_half}) ? 1 : 0);
+    return 0;
+}
+"""
+
+# (what the case is, the API's block, the device's largest, blocks a multiprocessor of it and of half of it,
+# halved); the first four are the launches measured on an H200 (docs/results/2026-11-29-H200/launch_block)
+BLOCK_CASES = [
+    ("vadv at S: 64 registers, 1,024 threads fill a multiprocessor, two halves fit", 1024, 1024, 1, 2, True),
+    ("adi at S: 256 threads alone on a multiprocessor, kept (halving was slower)", 256, 1024, 1, 3, False),
+    ("fdtd_2d at S: 512 threads alone on a multiprocessor, kept (halving was slower)", 512, 1024, 1, 2, False),
+    ("softmax at S: two blocks of 512 a multiprocessor", 512, 1024, 2, 4, False),
+    ("the largest block, two of them a multiprocessor", 1024, 1024, 2, 4, False),
+    ("the largest block alone, its halves fit once too (shared memory)", 1024, 1024, 1, 1, False),
+    ("the half not queried (a configured block or a library call's)", 1024, 1024, 1, 0, False),
+    ("a device whose largest block is 512 threads", 512, 512, 1, 2, True),
+]
+
+
+@pytest.fixture(scope="module")
+def block_rule(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("block_rule")
+    source, exe = folder / "rule.cpp", folder / "rule"
+    source.write_text(BLOCK_DRIVER)
+    cxx = os.environ.get("CXX", "g++")
+    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{INCLUDE_DIR}", str(source), "-o", str(exe)], check=True)
+    return exe
+
+
+def test_the_block_is_halved_only_where_the_largest_block_fills_a_multiprocessor_alone(block_rule):
+    lines = "".join(" ".join(map(str, case[1:5])) + "\n" for case in BLOCK_CASES)
+    out = subprocess.run([str(block_rule)], input=lines, capture_output=True, text=True, check=True).stdout
+    got = [line == "1" for line in out.split()]
+    assert len(got) == len(BLOCK_CASES)
+    wrong = [(what, want) for (what, *_, want), halved in zip(BLOCK_CASES, got, strict=True) if halved != want]
+    assert not wrong, wrong
+
+
+def test_the_launcher_asks_the_block_rule_with_the_devices_facts():
+    """The printed launcher (CUDA and HIP) reads the device's largest block, queries the half-size block's occupancy
+    only where nothing fixes the block (no configured size, no library call's block), and asks ``halve_block``."""
+    for backend, attribute in (
+        ("cuda", "cudaDevAttrMaxThreadsPerBlock"),
+        ("hip", "hipDeviceAttributeMaxThreadsPerBlock"),
+    ):
+        code = dace_cpufree.generate_code(time_loop, backend=backend)
+        assert f"(&cpufree_max_block, {attribute}, cpufree_dev)" in code
+        asked = code.index(
+            "if (cpufree_state.block <= 0 && cpufree_need_block <= 0 && cpufree_block >= 2 * cpufree_warp)"
+        )
+        assert code.index("&cpufree_per_sm_half, cpufree_kfn,", asked) > asked
+        rule = code.index(
+            "if (cpufree::halve_block(cpufree::BlockFacts{cpufree_block, cpufree_max_block, cpufree_per_sm,"
+        )
+        assert asked < rule < code.index("cpufree_state.block_chosen = cpufree_block;")

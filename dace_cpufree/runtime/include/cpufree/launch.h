@@ -1,6 +1,7 @@
-// The launcher's choice between a kernel's two builds (codegen/host.py, kernel_builds), as a function of the facts
-// it queries: plain host C++, so that tests/codegen/test_launch_rule.py runs the rule on the host for cases no
-// emulated device reports (a bounded build that spills, a capped grid, few tiles).
+// The launcher's choices of a kernel's block size and of one of its two builds (codegen/host.py), as functions of the
+// facts it queries: plain host C++, so that tests/codegen/test_launch_rule.py runs the rules on the host for cases
+// no emulated device reports (a bounded build that spills, a capped grid, few tiles, a block that fills a
+// multiprocessor alone).
 #pragma once
 
 namespace cpufree {
@@ -33,6 +34,24 @@ inline bool take_bounded_build(const BuildFacts &f) {
     long long bounded_grid = f.per_sm_bounded * f.sms;
     if (f.max_blocks > 0 && f.max_blocks < bounded_grid) bounded_grid = f.max_blocks;
     return f.tiles <= bounded_grid;
+}
+
+struct BlockFacts {
+    int block;        // the occupancy API's block, rounded down to a power of two
+    int max_block;    // the device's largest block (cudaDevAttrMaxThreadsPerBlock)
+    int per_sm;       // co-resident blocks of that size per multiprocessor
+    int per_sm_half;  // of half that size, 0 where not queried
+};
+
+// Whether a kernel whose block nothing fixes (no configured size, no library call's block) runs in blocks of half
+// the occupancy API's size. The API breaks ties in threads a multiprocessor towards the larger block: where its
+// answer is the device's largest block and fills a multiprocessor alone while two halves fit, the halves run as
+// many threads a multiprocessor, and a step smaller than the grid spreads over twice as many multiprocessors
+// (NPBench's vadv at S: 3,600 points a step on 4 blocks of 1,024 threads or 8 of 512; its kernel 0.599 -> 0.391 ms
+// on an H200). Smaller blocks keep the API's size: halving a block of 256 or 512 threads that fills a
+// multiprocessor alone was slower on adi, fdtd_2d and atax (docs/results/2026-11-29-H200/launch_block).
+inline bool halve_block(const BlockFacts &f) {
+    return f.block == f.max_block && f.per_sm == 1 && f.per_sm_half >= 2;
 }
 
 }  // namespace cpufree

@@ -86,7 +86,7 @@ int main() {
 """
 
 # (what the case is, the API's block, the device's largest, blocks a multiprocessor of it and of half of it,
-# halved); the first four are the launches measured on an H200 (docs/results/2026-11-29-H200/launch_block)
+# halved); the first three with the facts their launches on an H200 showed (docs/results/2026-11-29-H200/launch_block)
 BLOCK_CASES = [
     ("vadv at S: 64 registers, 1,024 threads fill a multiprocessor, two halves fit", 1024, 1024, 1, 2, True),
     ("adi at S: 256 threads alone on a multiprocessor, kept (halving was slower)", 256, 1024, 1, 3, False),

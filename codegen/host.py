@@ -181,10 +181,11 @@ extern "C" int cpufree_run(void *cpufree_stream_arg, int cpufree_wait{params}) {
                                 "multiprocessor (registers or shared memory). Fix: configure a smaller block size.",
                                 cpufree_block);
         // Half the block where the occupancy API's is the device's largest and fills a multiprocessor alone
-        // (cpufree::halve_block, cpufree/launch.h); queried on the first call only, like the rest.
+        // (cpufree::halve_block, cpufree/launch.h); the half's occupancy is queried only where the rule may apply.
         int cpufree_max_block = 0, cpufree_per_sm_half = 0;
         CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_max_block, cudaDevAttrMaxThreadsPerBlock, cpufree_dev));
-        if (cpufree_state.block <= 0 && cpufree_need_block <= 0 && cpufree_block >= 2 * cpufree_warp)
+        if (cpufree_state.block <= 0 && cpufree_need_block <= 0 && cpufree_per_sm == 1 &&
+            cpufree_block == cpufree_max_block && cpufree_block >= 2 * cpufree_warp)
             CPUFREE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cpufree_per_sm_half, cpufree_kfn,
                                                                         cpufree_block / 2, cpufree_dynamic_shared));
         if (cpufree::halve_block(cpufree::BlockFacts{{cpufree_block, cpufree_max_block, cpufree_per_sm,

@@ -9,9 +9,7 @@ import os
 import subprocess
 
 import pytest
-from programs import time_loop
 
-import dace_cpufree
 from dace_cpufree.runtime.build import INCLUDE_DIR
 
 DRIVER = """
@@ -91,7 +89,7 @@ BLOCK_CASES = [
     ("vadv at S: 64 registers, 1,024 threads fill a multiprocessor, two halves fit", 1024, 1024, 1, 2, True),
     ("adi at S: 256 threads alone on a multiprocessor, kept (halving was slower)", 256, 1024, 1, 3, False),
     ("fdtd_2d at S: 512 threads alone on a multiprocessor, kept (halving was slower)", 512, 1024, 1, 2, False),
-    ("softmax at S: two blocks of 512 a multiprocessor", 512, 1024, 2, 4, False),
+    ("two blocks of 512 a multiprocessor (softmax's grid at S; the half's count assumed)", 512, 1024, 2, 4, False),
     ("the largest block, two of them a multiprocessor", 1024, 1024, 2, 4, False),
     ("the largest block alone, its halves fit once too (shared memory)", 1024, 1024, 1, 1, False),
     ("the half not queried (a configured block or a library call's)", 1024, 1024, 1, 0, False),
@@ -120,18 +118,30 @@ def test_the_block_is_halved_only_where_the_largest_block_fills_a_multiprocessor
 
 def test_the_launcher_asks_the_block_rule_with_the_devices_facts():
     """The printed launcher (CUDA and HIP) reads the device's largest block, queries the half-size block's occupancy
-    only where nothing fixes the block (no configured size, no library call's block), and asks ``halve_block``."""
+    only where nothing fixes the block (no configured size, no library call's block) and the rule may apply, asks
+    ``halve_block`` and then launches the halves with their count a multiprocessor."""
+    from programs import time_loop
+
+    import dace_cpufree
+
     for backend, attribute in (
         ("cuda", "cudaDevAttrMaxThreadsPerBlock"),
         ("hip", "hipDeviceAttributeMaxThreadsPerBlock"),
     ):
         code = dace_cpufree.generate_code(time_loop, backend=backend)
-        assert f"(&cpufree_max_block, {attribute}, cpufree_dev)" in code
-        asked = code.index(
-            "if (cpufree_state.block <= 0 && cpufree_need_block <= 0 && cpufree_block >= 2 * cpufree_warp)"
-        )
-        assert code.index("&cpufree_per_sm_half, cpufree_kfn,", asked) > asked
-        rule = code.index(
-            "if (cpufree::halve_block(cpufree::BlockFacts{cpufree_block, cpufree_max_block, cpufree_per_sm,"
-        )
-        assert asked < rule < code.index("cpufree_state.block_chosen = cpufree_block;")
+        dialect = "hip" if backend == "hip" else "cuda"
+        rule = f"""\
+        int cpufree_max_block = 0, cpufree_per_sm_half = 0;
+        CPUFREE_CHECK({dialect}DeviceGetAttribute(&cpufree_max_block, {attribute}, cpufree_dev));
+        if (cpufree_state.block <= 0 && cpufree_need_block <= 0 && cpufree_per_sm == 1 &&
+            cpufree_block == cpufree_max_block && cpufree_block >= 2 * cpufree_warp)
+            CPUFREE_CHECK({dialect}OccupancyMaxActiveBlocksPerMultiprocessor(&cpufree_per_sm_half, cpufree_kfn,
+                                                                        cpufree_block / 2, cpufree_dynamic_shared));
+        if (cpufree::halve_block(cpufree::BlockFacts{{cpufree_block, cpufree_max_block, cpufree_per_sm,
+                                                     cpufree_per_sm_half}})) {{
+            cpufree_block /= 2;
+            cpufree_per_sm = cpufree_per_sm_half;
+        }}
+"""
+        assert code.count(rule) == 1, backend
+        assert code.index(rule) < code.index("cpufree_state.block_chosen = cpufree_block;")

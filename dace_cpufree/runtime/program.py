@@ -429,19 +429,19 @@ class PersistentProgram:
                 + (" (a copy: read the result the program writes from it)" if arg.written else "")
                 + f", or declare the parameter as {have}."
             )
-        if self._shmem is not None and name in self._symmetric:
-            return self._bind_symmetric(arg, value, ptr, contiguous)
-        if ptr is not None:
-            if self.backend == "emulate":
-                raise ArgumentError(
-                    f"{self.sdfg.name}: '{name}' is a device array; the host emulation backend takes NumPy "
-                    f"arrays. Fix: pass cupy.asnumpy({name}), or compile with backend='cuda' (or 'hip')."
-                )
-            if not contiguous:
-                raise ArgumentError(_not_contiguous(self.sdfg.name, name, value, "cupy", arg.written))
-            return Bound(ptr)
+        symmetric = self._shmem is not None and name in self._symmetric
+        if ptr is not None and self.backend == "emulate" and not symmetric:
+            raise ArgumentError(
+                f"{self.sdfg.name}: '{name}' is a device array; the host emulation backend takes NumPy "
+                f"arrays. Fix: pass cupy.asnumpy({name}), or compile with backend='cuda' (or 'hip')."
+            )
         if not contiguous:
-            raise ArgumentError(_not_contiguous(self.sdfg.name, name, value, "np", arg.written))
+            module = "np" if ptr is None else "cupy"
+            raise ArgumentError(_not_contiguous(self.sdfg.name, name, value, module, arg.written))
+        if symmetric:
+            return self._bind_symmetric(arg, value, ptr)
+        if ptr is not None:
+            return Bound(ptr)
         if self.backend == "emulate":
             return Bound(value.ctypes.data)
         dev = self._lib.cpufree_malloc(max(value.nbytes, 1))
@@ -458,11 +458,9 @@ class PersistentProgram:
         # argument's result where the two share memory
         return Bound(dev, value if arg.written else None, dev)
 
-    def _bind_symmetric(self, arg, value, ptr: int | None, contiguous: bool) -> Bound:
-        """An argument on the symmetric heap: the user's array is copied into the PE's buffer and back."""
-        if not contiguous:
-            module = "np" if ptr is None else "cupy"
-            raise ArgumentError(_not_contiguous(self.sdfg.name, arg.name, value, module, arg.written))
+    def _bind_symmetric(self, arg, value, ptr: int | None) -> Bound:
+        """An argument on the symmetric heap (C-contiguous, checked by the caller): the user's array is copied into
+        the PE's buffer and back."""
         src = ptr if ptr is not None else value.ctypes.data
         buf = self._shmem.buffer(self._lib, arg.name, max(value.nbytes, 1))
         self._shmem.copy(self._lib, buf, src, value.nbytes)

@@ -45,20 +45,26 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def rule(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("launch_rule")
+def _host_rule(tmp_path_factory, name: str, driver: str):
+    """``driver`` built on the host; returns a function that feeds it cases (tuples of integers, one a line) and
+    reads back its decisions (1 a true one)."""
+    folder = tmp_path_factory.mktemp(name)
     source, exe = folder / "rule.cpp", folder / "rule"
-    source.write_text(DRIVER)
+    source.write_text(driver)
     cxx = os.environ.get("CXX", "g++")
     subprocess.run([cxx, "-std=c++17", "-O1", f"-I{INCLUDE_DIR}", str(source), "-o", str(exe)], check=True)
 
-    def decide(cases: list[tuple[int, int, int, int, int, int]]) -> list[bool]:
+    def decide(cases: list[tuple[int, ...]]) -> list[bool]:
         lines = "".join(" ".join(map(str, c)) + "\n" for c in cases)
         out = subprocess.run([str(exe)], input=lines, capture_output=True, text=True, check=True).stdout
         return [line == "1" for line in out.split()]
 
     return decide
+
+
+@pytest.fixture(scope="module")
+def rule(tmp_path_factory):
+    return _host_rule(tmp_path_factory, "launch_rule", DRIVER)
 
 
 def test_the_bounded_build_is_taken_where_a_third_block_pays(rule):
@@ -99,18 +105,11 @@ BLOCK_CASES = [
 
 @pytest.fixture(scope="module")
 def block_rule(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("block_rule")
-    source, exe = folder / "rule.cpp", folder / "rule"
-    source.write_text(BLOCK_DRIVER)
-    cxx = os.environ.get("CXX", "g++")
-    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{INCLUDE_DIR}", str(source), "-o", str(exe)], check=True)
-    return exe
+    return _host_rule(tmp_path_factory, "block_rule", BLOCK_DRIVER)
 
 
 def test_the_block_is_halved_only_where_the_largest_block_fills_a_multiprocessor_alone(block_rule):
-    lines = "".join(" ".join(map(str, case[1:5])) + "\n" for case in BLOCK_CASES)
-    out = subprocess.run([str(block_rule)], input=lines, capture_output=True, text=True, check=True).stdout
-    got = [line == "1" for line in out.split()]
+    got = block_rule([case[1:5] for case in BLOCK_CASES])
     assert len(got) == len(BLOCK_CASES)
     wrong = [(what, want) for (what, *_, want), halved in zip(BLOCK_CASES, got, strict=True) if halved != want]
     assert not wrong, wrong

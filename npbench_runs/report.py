@@ -5,9 +5,10 @@
 From the newest row of each (kernel, framework) of the preset in the SQLite file:
 
 * ``DIR/report_<preset>.md``: median time per framework with validation marks, speedup of each
-  framework over the baseline (``dace_pure``, the paper's DaCe-Pure) with geomeans, compile times, the
-  cells whose repeats the time budget cut short (†), errors; the header names the runs and the commits
-  (``not recorded`` for rows written without one);
+  framework over the baseline (``dace_pure``, the paper's DaCe-Pure) with geomeans, the TFLOP/s of the kernels
+  that declare their matrix products' operations (``product_flops``), compile times, the cells whose repeats the
+  time budget cut short (†), errors; the header names the runs and the commits (``not recorded`` for rows written
+  without one);
 * ``DIR/speedup_<preset>_blas.png``, ``..._iterative.png``, ``..._others.png``: speedup bars over the
   baseline per kernel, one plot per category, each ending in the geomean per framework (the
   paper's Fig. 3-5). A speedup needs both the framework and the baseline validated.
@@ -18,6 +19,7 @@ and the plots show that framework's median times instead.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -158,6 +160,7 @@ def markdown(table: Table, preset: str, rows: list[dict]) -> str:
         out.append(f"| {k} | {CATEGORIES[category(k)][0]} | " + " | ".join(cells) + " |")
 
     out += _speedups(table)
+    out += _product_rates(table)
 
     built = [f for f in fws if any(table.rows.get((k, f), {}).get("compile_s") is not None for k in table.kernels)]
     if built:
@@ -218,6 +221,49 @@ def _speedups(table: Table) -> list[str]:
                 f"| **geomean {label}** | " + " | ".join(_speed(table.geomean(f, ks)) for f in table.compared) + " |"
             )
     out.append("| **geomean all** | " + " | ".join(_speed(table.geomean(f)) for f in table.compared) + " |")
+    return out
+
+
+def product_flops(row: dict) -> int | None:
+    """The floating-point operations of a row's matrix products, from its kernel's ``product_flops`` and the
+    preset's sizes stored with the row; None for kernels that do not declare it."""
+    from npbench_runs.kernels import KERNELS
+
+    count = getattr(KERNELS.get(row.get("kernel")), "product_flops", None)
+    params = row.get("params")
+    if count is None or not params:
+        return None
+    return count(**(json.loads(params) if isinstance(params, str) else params))
+
+
+def _product_rates(table: Table) -> list[str]:
+    """TFLOP/s of the matrix-product kernels per framework (the products' operations over the median time of the
+    whole call), and each compared framework's rate over the baseline's."""
+    kernels = [k for k in table.kernels if any(product_flops(r) for (kk, _), r in table.rows.items() if kk == k)]
+    if not kernels:
+        return []
+    ratios = [f for f in table.compared if f in table.frameworks]
+    head = [LABELS.get(f, f) for f in table.frameworks]
+    head += [f"{LABELS.get(f, f)} / {LABELS.get(table.baseline, table.baseline)}" for f in ratios]
+    out = [
+        "",
+        "## Matrix products: TFLOP/s",
+        "",
+        "The products' floating-point operations (`product_flops` of the kernel: 2 per multiply-add) over the median",
+        "time of the whole call, validated results only; the ratios are those rates over the baseline's.",
+        "",
+        "| kernel | GFLOP | " + " | ".join(head) + " |",
+        "|---|---|" + "---|" * len(head),
+    ]
+    for k in kernels:
+        flops = next(product_flops(r) for (kk, _), r in table.rows.items() if kk == k and product_flops(r))
+        rates = [flops / table.time(k, f) / 1e9 if table.valid(k, f) else None for f in table.frameworks]
+        out.append(
+            f"| {k} | {flops / 1e9:.1f} | "
+            + " | ".join("—" if r is None else f"{r:.3g}" for r in rates)
+            + "".join(f" | {_speed(table.speedup(k, f))}" for f in ratios)
+            + " |"
+        )
     return out
 
 

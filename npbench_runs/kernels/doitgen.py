@@ -27,6 +27,11 @@ def reference(A, C4):
     A[:] = (A.reshape(nr * nq, np_) @ C4).reshape(nr, nq, np_)
 
 
+def product_flops(NR, NQ, NP):
+    """Floating-point operations of the batched product: NR x NQ rows of NP times C4 (NP x NP)."""
+    return 2 * NR * NQ * NP * NP
+
+
 PRESETS = {
     "test": dict(NR=3, NQ=4, NP=5),
     "small": dict(NR=10, NQ=12, NP=16),

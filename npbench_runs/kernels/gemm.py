@@ -21,6 +21,11 @@ def reference(alpha, beta, C, A, B):
     C[:] = alpha * np.dot(A, B) + beta * C
 
 
+def product_flops(NI, NJ, NK):
+    """Floating-point operations of the program's matrix product (a multiply and an add per term)."""
+    return 2 * NI * NJ * NK
+
+
 PRESETS = {
     "test": dict(NI=12, NJ=14, NK=16),
     "small": dict(NI=40, NJ=45, NK=50),

@@ -31,6 +31,11 @@ def reference(alpha, beta, A, B, C, D):
     D[:] = beta * D + np.dot(tmp, C)
 
 
+def product_flops(NI, NJ, NK, NL):
+    """Floating-point operations of the program's two matrix products, A @ B and (A B) @ C."""
+    return 2 * NI * NJ * NK + 2 * NI * NL * NJ
+
+
 PRESETS = {
     "test": dict(NI=8, NJ=9, NK=10, NL=11),
     "small": dict(NI=32, NJ=34, NK=36, NL=38),

@@ -310,6 +310,27 @@ def test_report_says_when_no_commit_was_recorded(tmp_path):
     assert "commit: not recorded." in md and "commit: ?" not in md
 
 
+def test_report_prints_the_products_rate_of_kernels_that_declare_their_flops(tmp_path):
+    """gemm declares its product's operations (2 NI NJ NK): the report prints each framework's TFLOP/s from the sizes
+    stored with the row and the rate over the baseline's; jacobi_2d declares none and is not in that table, nor is a
+    result that did not validate."""
+    db = tmp_path / "rates.db"
+    conn = results.connect(db)
+    sizes = {"gemm": dict(NI=1000, NJ=2000, NK=500), "jacobi_2d": dict(N=100, TSTEPS=10)}
+    for kernel, times in {"gemm": {"cupy": 0.1, "dace_cpufree": 0.125, "dace_cublas": 2.0}, "jacobi_2d": {}}.items():
+        for fw, ms in (times or {"cupy": 1.0, "dace_cpufree": 0.5}).items():
+            row = dict(run_id="r1", timestamp="2026-01-01T00:00:00", kernel=kernel, preset="S", framework=fw)
+            row.update(params=sizes[kernel], gpu="NVIDIA H200", median_ms=ms, min_ms=ms, validated=fw != "dace_cublas")
+            results.insert(conn, row)
+    conn.close()
+    md = report.report(db, "S", tmp_path / "out", baseline="cupy", plots=False)["markdown"].read_text()
+    table = md.split("## Matrix products: TFLOP/s")[1].split("\n## ")[0]
+    assert "| kernel | GFLOP | CuPy | DaCe-cuBLAS | CPU-free | DaCe-cuBLAS / CuPy | CPU-free / CuPy |" in table
+    assert "| gemm | 2.0 | 20 | — | 16 | — | 0.8x |" in table  # 2 GFLOP in 0.1 and 0.125 ms; cuBLAS not validated
+    assert "jacobi_2d" not in table
+    assert report.product_flops(dict(kernel="jacobi_2d", params='{"N": 100, "TSTEPS": 10}')) is None
+
+
 def test_a_run_in_which_every_framework_failed_exits_non_zero(tmp_path, cache, capsys):
     """Without a GPU the CUDA framework cannot launch: every row is an error, and the command says so by its exit."""
     from dace_cpufree.runtime import gpu_count

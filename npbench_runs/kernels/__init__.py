@@ -2,8 +2,8 @@
 
 Each module exposes NAME, CATEGORY, program (a ``@dace.program``), reference
 (plain NumPy), PRESETS, initialize(**preset), OUTPUTS, RTOL and ATOL.
-The matrix-product kernels whose every framework computes the same products (gemm, k2mm, doitgen) also
-expose product_flops(**preset), their products' floating-point operations, for the report's TFLOP/s.
+The matrix-product kernels (gemm, k2mm, k3mm, doitgen) also expose product_flops(**preset), their products'
+floating-point operations, for the report's TFLOP/s.
 """
 
 from . import (

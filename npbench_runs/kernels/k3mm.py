@@ -26,6 +26,12 @@ def reference(A, B, C, D):
     return np.dot(E, F)
 
 
+def product_flops(NI, NJ, NK, NL, NM):
+    """Floating-point operations of the program's three products, left to right as written (DaCe and CuPy alike):
+    A @ B, then (A B) @ C, then that @ D."""
+    return 2 * NI * NJ * NK + 2 * NI * NM * NJ + 2 * NI * NL * NM
+
+
 PRESETS = {
     "test": dict(NI=8, NJ=9, NK=10, NL=11, NM=12),
     "small": dict(NI=32, NJ=34, NK=36, NL=38, NM=40),

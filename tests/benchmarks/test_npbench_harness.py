@@ -331,6 +331,31 @@ def test_report_prints_the_products_rate_of_kernels_that_declare_their_flops(tmp
     assert report.product_flops(dict(kernel="jacobi_2d", params='{"N": 100, "TSTEPS": 10}')) is None
 
 
+@pytest.mark.parametrize("name", ["gemm", "k2mm", "k3mm", "doitgen"])
+def test_declared_product_flops_match_the_programs_products(name):
+    """A kernel's ``product_flops`` counts the matrix products its SDFG holds: 2 x (rows of the left operand, batch
+    dimensions included) x its columns x the right operand's columns, summed over every product, at the test sizes."""
+    import math
+
+    import dace
+
+    from npbench_runs.kernels import KERNELS
+
+    module = KERNELS[name]
+    sizes = module.PRESETS["test"]
+    counted, products = 0, 0
+    for node, state in module.program.to_sdfg(simplify=True).all_nodes_recursive():
+        if type(node).__name__ == "MatMul":
+            shape = {
+                e.dst_conn: [int(dace.symbolic.evaluate(n, sizes)) for n in e.data.subset.size()]
+                for e in state.in_edges(node)
+            }
+            counted += 2 * math.prod(shape["_a"]) * shape["_b"][-1]
+            products += 1
+    assert products == {"gemm": 1, "k2mm": 2, "k3mm": 3, "doitgen": 1}[name]
+    assert module.product_flops(**sizes) == counted
+
+
 def test_a_run_in_which_every_framework_failed_exits_non_zero(tmp_path, cache, capsys):
     """Without a GPU the CUDA framework cannot launch: every row is an error, and the command says so by its exit."""
     from dace_cpufree.runtime import gpu_count

@@ -188,6 +188,11 @@ def _to_do(db, preset: str, kernel_names: list[str], framework_names: list[str],
     return {k: fs for k, fs in todo.items() if fs}
 
 
+#: What the run's first line says where no commit is known (a copy of the tree without ``.git``, e.g. an installed
+#: wheel on a GPU host): how to have it recorded.
+_UNRECORDED = f"(not recorded: no git checkout here; set {results.COMMIT_ENV}=<commit> to record it)"
+
+
 def _start(preset: str) -> tuple[dict, Path]:
     """A new run id, the columns every row of this run shares, and the run's log folder."""
     run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
@@ -243,7 +248,7 @@ def run(
         run_id = common["run_id"]
         print(
             f"run {run_id}: preset {preset}, {len(todo)} kernels x {len(framework_names)} frameworks "
-            f"on {common['gpu']} ({common['host']}), commit {common['git_commit'] or '(not recorded)'}; "
+            f"on {common['gpu']} ({common['host']}), commit {common['git_commit'] or _UNRECORDED}; "
             f"logs in {log_dir}",
             flush=True,
         )

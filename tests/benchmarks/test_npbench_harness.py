@@ -303,6 +303,16 @@ def test_commit_from_git_else_from_the_environment(tmp_path, cache, monkeypatch)
     assert "commit: 0123456789ab-dirty." in md
 
 
+def test_a_run_without_a_known_commit_says_how_to_record_it(tmp_path, cache, monkeypatch, capsys):
+    """An installed copy without .git and without $DACE_CPUFREE_COMMIT: the run's first line says the commit is not
+    recorded and names the variable that records it, before any kernel runs."""
+    monkeypatch.delenv(results.COMMIT_ENV, raising=False)
+    monkeypatch.setattr(results, "REPO", tmp_path)
+    runner.run("test", ["gemm"], ["numpy"], 1, tmp_path / "none.db", jobs=0, isolate=False)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "commit (not recorded: no git checkout here; set DACE_CPUFREE_COMMIT=<commit> to record it)" in first
+
+
 def test_report_says_when_no_commit_was_recorded(tmp_path):
     db = tmp_path / "fake.db"
     _fake_db(db)  # rows without git_commit, as the first H200 run wrote them

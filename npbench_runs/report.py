@@ -239,12 +239,12 @@ def product_flops(row: dict) -> int | None:
 def _product_rates(table: Table) -> list[str]:
     """TFLOP/s of the matrix-product kernels per framework (the products' operations over the median time of the
     whole call), and each compared framework's rate over the baseline's."""
-    kernels = [k for k in table.kernels if any(product_flops(r) for (kk, _), r in table.rows.items() if kk == k)]
+    flops = {k: n for (k, _), r in table.rows.items() if (n := product_flops(r))}  # the same sizes in every row
+    kernels = [k for k in table.kernels if k in flops]
     if not kernels:
         return []
-    ratios = [f for f in table.compared if f in table.frameworks]
     head = [LABELS.get(f, f) for f in table.frameworks]
-    head += [f"{LABELS.get(f, f)} / {LABELS.get(table.baseline, table.baseline)}" for f in ratios]
+    head += [f"{LABELS.get(f, f)} / {LABELS.get(table.baseline, table.baseline)}" for f in table.compared]
     out = [
         "",
         "## Matrix products: TFLOP/s",
@@ -256,12 +256,11 @@ def _product_rates(table: Table) -> list[str]:
         "|---|---|" + "---|" * len(head),
     ]
     for k in kernels:
-        flops = next(product_flops(r) for (kk, _), r in table.rows.items() if kk == k and product_flops(r))
-        rates = [flops / table.time(k, f) / 1e9 if table.valid(k, f) else None for f in table.frameworks]
+        rates = [flops[k] / table.time(k, f) / 1e9 if table.valid(k, f) else None for f in table.frameworks]
         out.append(
-            f"| {k} | {flops / 1e9:.1f} | "
+            f"| {k} | {flops[k] / 1e9:.1f} | "
             + " | ".join("—" if r is None else f"{r:.3g}" for r in rates)
-            + "".join(f" | {_speed(table.speedup(k, f))}" for f in ratios)
+            + "".join(f" | {_speed(table.speedup(k, f))}" for f in table.compared)
             + " |"
         )
     return out

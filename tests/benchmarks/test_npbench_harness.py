@@ -1,18 +1,21 @@
 """The NPBench-style harness on the CPU: build phase, timing, SQLite results, report (markdown + PNGs)."""
 
 import gc
+import math
 import multiprocessing
 import os
 import re
 import sqlite3
 import time
 
+import dace
 import numpy as np
 import pytest
 
 from npbench_runs import frameworks, report, results
 from npbench_runs import run as runner
 from npbench_runs.__main__ import main
+from npbench_runs.kernels import KERNELS
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -345,12 +348,6 @@ def test_report_prints_the_products_rate_of_kernels_that_declare_their_flops(tmp
 def test_declared_product_flops_match_the_programs_products(name):
     """A kernel's ``product_flops`` counts the matrix products its SDFG holds: 2 x (rows of the left operand, batch
     dimensions included) x its columns x the right operand's columns, summed over every product, at the test sizes."""
-    import math
-
-    import dace
-
-    from npbench_runs.kernels import KERNELS
-
     module = KERNELS[name]
     sizes = module.PRESETS["test"]
     counted, products = 0, 0

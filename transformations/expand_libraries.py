@@ -10,6 +10,8 @@ from dace.transformation import pass_pipeline as ppl
 
 from dace_cpufree.errors import NotPersistableError
 
+from .connector_names import rename_connectors_named_like_outer_data
+
 #: Implementations that run inside a persistent kernel, in order of preference: ours (a grid-wide library call,
 #: e.g. matrix products: :mod:`.gemm`; it falls back to ``pure`` where it does not apply), then plain maps and
 #: tasklets.
@@ -36,7 +38,9 @@ class ExpandLibraryNodesToDataflow(ppl.Pass):
     Library calls such as cuBLAS cannot be made from inside a persistent kernel, so each node is
     expanded with our device implementation where there is one (``cpufree``), else its ``pure`` (or
     ``specialize``) implementation, until none is left. A node with
-    no such implementation is rejected with an error that names it.
+    no such implementation is rejected with an error that names it. The expansions' tasklets are then made
+    inlinable: a connector named like a container or symbol of an enclosing SDFG (``gemv_init``'s ``out`` in a
+    program with an argument ``out``) is renamed (:mod:`.connector_names`).
     """
 
     CATEGORY = "dace-cpufree"
@@ -52,6 +56,8 @@ class ExpandLibraryNodesToDataflow(ppl.Pass):
         while True:
             pending = [(n, g) for n, g in sdfg.all_nodes_recursive() if isinstance(n, nodes.LibraryNode)]
             if not pending:
+                if expanded:
+                    rename_connectors_named_like_outer_data(sdfg)
                 return expanded or None
             for node, state in pending:
                 impl = next((i for i in DEVICE_IMPLEMENTATIONS if i in node.implementations), None)

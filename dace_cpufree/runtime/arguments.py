@@ -3,6 +3,7 @@ pointers of CuPy-like arrays, and what a call owns for an argument."""
 
 from __future__ import annotations
 
+import difflib
 import math
 import sys
 import warnings
@@ -13,6 +14,16 @@ import numpy as np
 from dace import data as dt
 
 from dace_cpufree.errors import ArgumentError
+
+
+class IgnoredKeywordWarning(UserWarning):
+    """A call passed keywords that are neither parameters nor size symbols of the program: they are ignored."""
+
+
+def _close_name(key: str, missing: list[str]) -> str:
+    """``'key' is no parameter: did you mean 'name'?`` with the missing parameter closest to ``key``, if any."""
+    close = difflib.get_close_matches(key, missing, n=1, cutoff=0.6)
+    return f"'{key}' is no parameter: did you mean '{close[0]}'?" if close else f"'{key}' is no parameter"
 
 
 @dataclass
@@ -251,6 +262,7 @@ class Signature:
             if inputs[i].written or inputs[j].written
         ]
         self._given = {}  # keyword names in call order -> the size names among them (False: not the common kind)
+        self._ignored = set()  # the sets of unknown keywords ignored (and warned about) so far
         self._scalars = [(slots[a.name], a.name, _scalar_types(self.kinds[a.name])) for a in scalars]
         self._sizes = {}  # the input arrays' shapes and strides -> what the common path needs for them (_for_sizes)
         self._kind = None  # the type of array the common path takes, once known (_array_type)
@@ -349,6 +361,11 @@ class Signature:
         given = tuple(k for k in keys if k not in self._name_set)
         if len(keys) - len(given) != len(self._name_set):
             given = False
+        else:
+            unknown = frozenset(k for k in given if k not in self.symbol_names)
+            if unknown and unknown not in self._ignored:
+                return False  # the general path warns once that it ignores them (bind_names)
+            given = tuple(k for k in given if k in self.symbol_names)
         if len(self._given) >= _KEPT_SIZES:
             self._given.clear()
         self._given[keys] = given
@@ -393,40 +410,43 @@ class Signature:
     # ---- the general path -------------------------------------------------------------------------------------
 
     def bind_names(self, args: tuple, kwargs: dict) -> dict:
-        """The call's values by parameter (and size symbol) name; an :class:`ArgumentError` for a missing, doubled or
-        unknown one. An integer keyword that is neither (NPBench passes every size of a benchmark) is ignored with a
-        warning, as upstream DaCe ignores it."""
+        """The call's values by parameter (and size symbol) name; an :class:`ArgumentError` for a missing or doubled
+        one, naming the unknown keyword that is close to a missing parameter (a misspelt name). With every parameter
+        given, a keyword that is neither a parameter nor a size symbol (NPBench passes every value of a benchmark's
+        preset, ``nbody``'s ``tEnd`` too) is ignored, as upstream DaCe ignores it, with one warning per set of such
+        keywords (:class:`IgnoredKeywordWarning`)."""
         names = self.names
         if len(args) > len(names):
             raise ArgumentError(
                 f"{self.program} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}. Fix: leave out "
                 "the extra ones (size symbols are read off the arrays' shapes, or given by name)."
             )
-        values = dict(zip(names, args))
+        values, unknown = dict(zip(names, args)), []
         for key, value in kwargs.items():
             if key in values:
                 raise ArgumentError(
                     f"{self.program}: argument '{key}' given twice (in order and by name). Fix: give it once."
                 )
-            if key not in names and key not in self.symbol_names and is_integer(value):
-                warnings.warn(
-                    f"{self.program}: keyword '{key}' is neither a parameter nor a size symbol of the program; "
-                    "ignored.",
-                    RuntimeWarning,
-                    stacklevel=4,
-                )
-                continue
-            if key not in names and key not in self.symbol_names:
-                raise ArgumentError(
-                    f"{self.program}: unknown keyword argument '{key}'. Fix: use the program's parameters "
-                    f"({', '.join(names)}) or its size symbols ({', '.join(sorted(self.symbol_names)) or 'none'})."
-                )
-            values[key] = value
+            if key in self._name_set or key in self.symbol_names:
+                values[key] = value
+            else:
+                unknown.append(key)
         missing = [n for n in names if n not in values]
         if missing:
+            hints = "; ".join(_close_name(key, missing) for key in unknown)
             raise ArgumentError(
-                f"{self.program}: missing argument(s) {', '.join(missing)}. Fix: pass every parameter, in order or "
-                f"by name: {self.program}({', '.join(names)})."
+                f"{self.program}: missing argument(s) {', '.join(missing)}{f' ({hints})' if hints else ''}. Fix: pass "
+                f"every parameter, in order or by name: {self.program}({', '.join(names)})."
+            )
+        if unknown and frozenset(unknown) not in self._ignored:
+            self._ignored.add(frozenset(unknown))
+            several = len(unknown) > 1
+            what = "are neither parameters nor size symbols" if several else "is neither a parameter nor a size symbol"
+            warnings.warn(
+                f"{self.program}: keyword{'s' if several else ''} {', '.join(map(repr, unknown))} {what} of the "
+                "program; ignored, as upstream DaCe ignores them.",
+                IgnoredKeywordWarning,
+                stacklevel=4,
             )
         return values
 

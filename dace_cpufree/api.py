@@ -11,6 +11,8 @@ from dace_cpufree.codegen import DIALECTS, KernelSource, generate
 from dace_cpufree.codegen.channel import ChannelSpec, program_calls, program_channel, program_waits
 from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
 from dace_cpufree.frontend.callbacks import callables, host_callbacks
+from dace_cpufree.frontend.parse_errors import frontend_errors
+from dace_cpufree.frontend.source_forms import everyday_forms
 from dace_cpufree.options import CompileOptions
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
 from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
@@ -25,7 +27,8 @@ def _to_sdfg(program_or_sdfg) -> dace.SDFG:
     if isinstance(program_or_sdfg, dace.SDFG):
         return copy.deepcopy(program_or_sdfg)
     if hasattr(program_or_sdfg, "to_sdfg"):
-        sdfg = program_or_sdfg.to_sdfg(simplify=False)
+        with frontend_errors(getattr(program_or_sdfg, "name", "program")), everyday_forms(program_or_sdfg) as program:
+            sdfg = program.to_sdfg(simplify=False)
         rehome_nested_call_states(sdfg)  # np.mean in a loop or branch: its states in the wrong region
         check_mean_bindings(sdfg)  # a wrong binding of DaCe's frontend, refused
         numpy_result_types(sdfg)  # before simplification copies the transients' types into symbols

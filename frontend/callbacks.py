@@ -15,7 +15,9 @@ where the generator reads them (:func:`dace_cpufree.codegen.channel.program_call
 removed from the SDFG: the kernel does not take the function as an argument.
 
 Scalars only: a call that passes an array, returns several values or an untyped value, or sits inside a parallel
-loop is refused with the call, its line and a fix.
+loop is refused with the call, its line and a fix. Symbols and expressions of symbols (``print(t)`` of a loop
+variable, ``N - t``) are evaluated by the kernel and travel as numbers.``print`` makes its callback
+through a replacement of ours (:func:`dace_cpufree.frontend.channel_calls.print_callback`).
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ from dataclasses import dataclass
 import dace
 from dace import data as dt
 from dace.sdfg import nodes
+from dace.sdfg.type_inference import infer_expr_type
 from dace_cpufree.codegen.channel import HostCall, call_code
+from dace_cpufree.codegen.expressions import cexpr
 
 from dace_cpufree.errors import NotPersistableError
 
-from .channel_calls import ChannelTasklet
+from .channel_calls import PRINT_CALLBACKS, ChannelTasklet
 
 #: How to write a scan that persistent kernels run (a loop carried by one thread per step).
 SCAN_FIX = "write the scan as a loop: out[0] = a[0], then for i in range(1, N): out[i] = out[i - 1] * a[i]"
@@ -131,43 +135,7 @@ def host_callbacks(sdfg: dace.SDFG) -> list[HostCall]:
             )
         in_edges = {e.dst_conn: e for e in state.in_edges(node) if e.dst_conn}
         out_edges = {e.src_conn: e for e in state.out_edges(node) if e.src_conn}
-        args, texts, reads = [], [], {}
-        for k, arg in enumerate(call.args):
-            number = isinstance(arg, ast.Constant) and isinstance(arg.value, (int, float))
-            if number and not isinstance(arg.value, bool):
-                args.append("f" if isinstance(arg.value, float) else "i")
-                texts.append(repr(arg.value))
-                continue
-            conn = arg.id if isinstance(arg, ast.Name) else None
-            edge = in_edges.get(conn) if conn else None
-            if edge is None and conn in out_edges and _one_element(owner, out_edges[conn]):
-                # a one-element array (``y: dace.float64 = f(x)`` makes one): DaCe hands arrays to callbacks as
-                # outputs; here its value travels, and the callback does not write it
-                edge = _read_instead(state, out_edges.pop(conn))
-            desc = owner.arrays.get(edge.data.data) if edge is not None else None
-            if conn in out_edges or (desc is not None and (not isinstance(desc, dt.Scalar) and desc.total_size != 1)):
-                data = (edge or out_edges[conn]).data.data
-                _refuse(
-                    name,
-                    where,
-                    f"passes the array '{data}'; only scalars travel to the host",
-                    f"pass the elements it needs ({data}[i]) or a reduction, or call it after the program",
-                )
-            if edge is not None:
-                kind = _kind(desc.dtype)
-                if kind is None:
-                    _refuse(name, where, f"passes '{edge.data.data}' of type {desc.dtype}", "pass numbers")
-                args.append(kind)
-                texts.append(f"__a{k}")
-                reads[f"__a{k}"] = edge
-                continue
-            if conn is not None and conn in owner.symbols:
-                kind = _kind(owner.symbols[conn])
-                if kind is not None:
-                    args.append(kind)
-                    texts.append(conn)
-                    continue
-            _refuse(name, where, f"passes {ast.unparse(arg)}", "pass numbers, scalars or array elements")
+        args, texts, reads = _arguments(state, call, in_edges, out_edges, name, where)
         results, writes = [], {}
         if result is not None:
             edge = out_edges.get(result)
@@ -198,6 +166,64 @@ def host_callbacks(sdfg: dace.SDFG) -> list[HostCall]:
             if nsdfg is not None:
                 nsdfg.symbol_mapping.pop(func, None)
     return calls
+
+
+def _arguments(state, call: ast.Call, in_edges: dict, out_edges: dict, name: str, where: str):
+    """The kind, the C++ text and the read edge (by connector) of every argument of a callback's ``call``:
+    numbers, scalars and one-element arrays read through an edge, symbols and symbolic expressions (the loop
+    variable, ``N - t``) evaluated by the kernel. Raises naming an argument that cannot travel."""
+    owner = state.sdfg
+    args, texts, reads = [], [], {}
+    for k, arg in enumerate(call.args):
+        number = isinstance(arg, ast.Constant) and isinstance(arg.value, (int, float))
+        if number and not isinstance(arg.value, bool):
+            args.append("f" if isinstance(arg.value, float) else "i")
+            texts.append(repr(arg.value))
+            continue
+        conn = arg.id if isinstance(arg, ast.Name) else None
+        edge = in_edges.get(conn) if conn else None
+        if edge is None and conn in out_edges and _one_element(owner, out_edges[conn]):
+            # a one-element array (``y: dace.float64 = f(x)`` makes one): DaCe hands arrays to callbacks as
+            # outputs; here its value travels, and the callback does not write it
+            edge = _read_instead(state, out_edges.pop(conn))
+        desc = owner.arrays.get(edge.data.data) if edge is not None else None
+        if conn in out_edges or (desc is not None and (not isinstance(desc, dt.Scalar) and desc.total_size != 1)):
+            data = (edge or out_edges[conn]).data.data
+            _refuse(
+                name,
+                where,
+                f"passes the array '{data}'; only scalars travel to the host",
+                f"pass the elements it needs ({data}[i]) or a reduction, or call it after the program",
+            )
+        if edge is not None:
+            kind = _kind(desc.dtype)
+            if kind is None:
+                _refuse(name, where, f"passes '{edge.data.data}' of type {desc.dtype}", "pass numbers")
+            args.append(kind)
+            texts.append(f"__a{k}")
+            reads[f"__a{k}"] = edge
+            continue
+        symbolic = _symbolic(owner, arg)
+        if symbolic is not None:
+            args.append(symbolic[0])
+            texts.append(symbolic[1])
+            continue
+        _refuse(name, where, f"passes {ast.unparse(arg)}", "pass numbers, scalars or array elements")
+    return args, texts, reads
+
+
+def _symbolic(owner: dace.SDFG, arg: ast.expr) -> tuple[str, str] | None:
+    """``(kind, C++ text)`` of an argument that is a symbol or an expression of symbols only (a loop variable, or
+    ``2 * t`` where DaCe turned ``v = t * 2`` into a symbol), else ``None``."""
+    functions = {n.func.id for n in ast.walk(arg) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    names = {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)} - functions  # Mod(t, 2): Mod is no symbol
+    if not names or not names <= {str(k) for k in owner.symbols}:
+        return None
+    if any(isinstance(owner.symbols[n], dace.callback) for n in names):
+        return None
+    expr = dace.symbolic.pystr_to_symbolic(ast.unparse(arg))
+    kind = _kind(infer_expr_type(expr, owner.symbols))
+    return None if kind is None else (kind, cexpr(expr))
 
 
 def _one_element(sdfg, edge) -> bool:
@@ -270,7 +296,7 @@ def callables(program_or_sdfg, calls: list[HostCall]) -> dict:
             closure = {}
     found = {}
     for call in calls:
-        fn = closure.get(call.name, getattr(builtins, call.name, None))
+        fn = closure.get(call.name, PRINT_CALLBACKS.get(call.name, getattr(builtins, call.name, None)))
         if not callable(fn):
             raise NotPersistableError(
                 f"the host callback {call.name}(...) at {call.source or 'an unknown line'} has no Python function "

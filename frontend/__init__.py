@@ -3,7 +3,7 @@ ROC_SHMEM expansions, and the Python calls (:mod:`dace_cpufree.nvshmem`) that cr
 
 from dace.library import register_library
 
-from . import calls, norms, numpy_statistics, scans  # noqa: F401  (register the Python calls and NumPy functions)
+from . import calls, norms, numpy_products, numpy_statistics, scans  # noqa: F401  (register the Python calls and NumPy functions)
 from .allreduce import Allreduce, ExpandAllreduceNVSHMEM, ExpandAllreduceNVSHMEMP2P, ExpandAllreduceROCSHMEM
 from .environments import NVSHMEM, ROCSHMEM
 from .pe import N_PES_SYMBOL, PE_SYMBOL, PE_SYMBOLS

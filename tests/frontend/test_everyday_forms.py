@@ -81,6 +81,13 @@ def rows_windows_and_indices(
         scaled_window(V[i * k : (i + 1) * k])  # a nested program on a window sized by a scalar
 
 
+@dace.program
+def products(A: dace.float64[N, M], I: dace.int32[N], out: dace.float64[M], o2: dace.float64[1], o3: dace.int64[1]):
+    out[:] = np.prod(A, axis=0)
+    o2[0] = np.prod(A[1:3, :])
+    o3[0] = np.prod(I)
+
+
 def _inputs():
     rng = np.random.default_rng(7)
     A = rng.random((9, 6))
@@ -165,6 +172,16 @@ def test_rows_windows_and_indices_match_numpy():
     np.testing.assert_array_equal(idx, want_idx)
     np.testing.assert_array_equal(picked, want_picked)
     np.testing.assert_array_equal(A, want_A)
+
+
+def test_np_prod_matches_numpy():
+    rng = np.random.default_rng(5)
+    A, I = 0.5 + rng.random((6, 4)), rng.integers(1, 4, 6).astype(np.int32)
+    out, o2, o3 = np.zeros(4), np.zeros(1), np.zeros(1, np.int64)
+    dace_cpufree.compile(products, backend="emulate", race_check="shuffle")(A, I, out, o2, o3)
+    np.testing.assert_allclose(out, np.prod(A, axis=0), rtol=1e-14)
+    np.testing.assert_allclose(o2, np.prod(A[1:3]), rtol=1e-14)
+    assert o3[0] == np.prod(I)
 
 
 def test_the_rewritten_program_keeps_the_users_lines():

@@ -88,3 +88,12 @@ def test_only_clashing_connectors_of_nested_tasklets_are_renamed():
     assert [e.src_conn for e in state.out_edges(tasklet)] == ["out_0"]
     sdfg.validate()
     assert rename_connectors_named_like_outer_data(sdfg) == 0  # nothing left to rename
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["transposed_matvec", "dot_transposed", "dot_product", "column_max"])
+def test_clashing_argument_names_on_the_gpu(name):
+    program, args, reference = _inputs(np.random.default_rng(8))[name]
+    want = reference(args)
+    dace_cpufree.compile(program)(*args)
+    np.testing.assert_allclose(args[-1], want, rtol=1e-12)

@@ -334,7 +334,8 @@ def generate(
             f"    cpufree::StepTimes<{nseg}> __cpufree_times(__cpufree_seg, cpufree_step_times);",
         ] + body
     scopes = block_scopes(root)
-    scope_lines, scope_globals = scope_code(scopes, arg_names)
+    synced = {item.part.scope for item in ir.items(root) if item.part is not None and item.part_sync_before}
+    scope_lines, scope_globals = scope_code(scopes, arg_names, synced)
     environments = kernel_environments(sdfg)
     headers = [SHMEM_HEADER] if shmem else []
     headers += [h for env in environments for h in getattr(dace.library.get_environment(env), "kernel_headers", [])]

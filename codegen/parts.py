@@ -77,12 +77,16 @@ def block_scopes(root) -> list:
     return [[parts[k] for k in sorted(parts)] for _, parts in sorted(found.items())]
 
 
-def scope_code(scopes: list, known: set) -> tuple[list[str], str]:
+def scope_code(scopes: list, known: set, synced: set) -> tuple[list[str], str]:
     """Kernel lines that split the grid's blocks among each scope's block functions at launch
-    (``cpufree::split_blocks``), and the globals holding the barriers of their blocks."""
+    (``cpufree::split_blocks``), and the globals holding the barriers of their blocks (for an automatic scope, whose
+    split is computed where its steps run, only where one of its steps waits at such a barrier: ``synced`` holds
+    those scopes)."""
     lines, globals_ = [], ""
     for parts in scopes:
-        if parts[0].automatic:  # computed where the steps run
+        if parts[0].automatic:
+            if parts[0].scope in synced:
+                globals_ += f"__device__ cpufree::PartBarrier __cpufree_part_bar{parts[0].scope}[{parts[0].count}];\n"
             continue
         s, k = parts[0].scope, parts[0].count
         if len(parts) != k:

@@ -18,6 +18,7 @@ from dace.codegen import cppunparse
 from dace.codegen.common import sym2cpp
 
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.sizes import integer_rounding
 
 INDEX_T = "long long"
 
@@ -47,6 +48,8 @@ def cexpr(expr) -> str:
     """C++ text of a symbolic expression (sympy, int or string)."""
     if isinstance(expr, str):
         expr = dace.symbolic.pystr_to_symbolic(expr)
+    if isinstance(expr, sympy.Basic) and expr.has(sympy.ceiling, sympy.floor):
+        expr = integer_rounding(expr)  # DaCe prints ceil(M / 3 - 1 / 3): rounded term by term, a host function
     return sym2cpp(expr)
 
 

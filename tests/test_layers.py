@@ -1,5 +1,5 @@
 """The layers point down: the code generator imports nothing from the passes or the frontend, the runtime nothing
-from the compiler layers, and the shared modules (vocabulary, options, launcher, errors, memlets) nothing of ours
+from the compiler layers, and the shared modules (vocabulary, options, launcher, errors, memlets, sizes) nothing of ours
 but each other. Read from the sources' import statements, so a new arrow fails here before it spreads."""
 
 import ast
@@ -22,6 +22,7 @@ SHARED = {
     "dace_cpufree.launcher",
     "dace_cpufree.errors",
     "dace_cpufree.memlets",
+    "dace_cpufree.sizes",
 }
 
 #: what each layer may not import

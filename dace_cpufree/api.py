@@ -20,7 +20,7 @@ from dace_cpufree.transformations.arg_reductions import split_arg_reductions
 from dace_cpufree.transformations.block_scopes import prepare_block_scopes
 from dace_cpufree.transformations.frontend_states import rehome_nested_call_states
 from dace_cpufree.transformations.numpy_types import check_mean_bindings, numpy_result_types
-from dace_cpufree.transformations.rounded_sizes import round_sizes_as_integers
+from dace_cpufree.transformations.rounded_sizes import round_library_sizes_as_integers
 from dace_cpufree.vocabulary import collectives, communicates, has_symmetric
 
 
@@ -30,11 +30,11 @@ def _to_sdfg(program_or_sdfg) -> dace.SDFG:
     if hasattr(program_or_sdfg, "to_sdfg"):
         with frontend_errors(getattr(program_or_sdfg, "name", "program")), everyday_forms(program_or_sdfg) as program:
             sdfg = program.to_sdfg(simplify=False)
-        round_sizes_as_integers(sdfg)  # x[1:M:3]: its size as int_ceil(M - 1, 3), which survives DaCe's reparsing
         rehome_nested_call_states(sdfg)  # np.mean in a loop or branch: its states in the wrong region
         check_mean_bindings(sdfg)  # a wrong binding of DaCe's frontend, refused
         numpy_result_types(sdfg)  # before simplification copies the transients' types into symbols
         sdfg.simplify(validate=False)
+        round_library_sizes_as_integers(sdfg)  # np.sum(x[1:M:3]): int_ceil(M - 1, 3), which survives DaCe's reparsing
         return sdfg
     raise CpufreeError(
         f"expected a @dace.program or a dace.SDFG, got {type(program_or_sdfg).__name__}. "

@@ -1,6 +1,6 @@
 """Everyday NumPy forms that DaCe's frontend refuses, rewritten in the program's source before DaCe parses it.
 
-DaCe 2.0.0b1 stops at four constructs NumPy users write every day:
+DaCe 2.0.0b1 stops at, or computes wrongly, five constructs NumPy users write every day:
 
 - a slice with step ``-1`` (``x[::-1]``, ``A[1:-1, ::-1]``, ``x[n - 1:0:-1]``): "Negative strides are not
   supported"; read as ``np.flip`` of the slice with positive step over the same elements;
@@ -11,6 +11,9 @@ DaCe 2.0.0b1 stops at four constructs NumPy users write every day:
   is refused here with the line and a fix;
 - ``np.array([a, b, c])`` of scalars that are not constants: a ``KeyError`` inside DaCe; read as
   :func:`array_of`, one tasklet writing a new 1-D array;
+- an update of a strided slice (``x[::2] += y[::2]``, ``A[:, 1::2] *= 2``): DaCe writes ``x[i]`` for ``x[2 * i]``,
+  a wrong answer (upstream DaCe alike); read as the assignment ``x[::2] = x[::2] + y[::2]``, which DaCe computes
+  right;
 - ``print(t)`` of a loop variable or of an expression of symbols: a ``TypeError`` inside DaCe; ``print`` is read as
   :func:`~.channel_calls.print_of`, whose replacement passes symbolic arguments as their values (only in the
   program compiled here: DaCe's ``print`` stays as it is for everyone else).
@@ -81,6 +84,20 @@ class _Forms(ast.NodeTransformer):
             node.value = _SameMask(self, ast.dump(target.slice)).visit(node.value)
         self.generic_visit(node)
         return node
+
+    def visit_AugAssign(self, node: ast.AugAssign):
+        """``x[::2] += v`` as ``x[::2] = x[::2] + v``: DaCe's frontend drops the step of an updated slice (the map
+        writes ``x[i]``, not ``x[2 * i]``; upstream DaCe alike), and computes the assignment right."""
+        self.generic_visit(node)
+        target = node.target
+        if not isinstance(target, ast.Subscript):
+            return node
+        dims = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
+        if not any(isinstance(d, ast.Slice) and d.step is not None and _constant(d.step) != 1 for d in dims):
+            return node
+        read = ast.Subscript(value=target.value, slice=target.slice, ctx=ast.Load())
+        value = ast.BinOp(left=read, op=node.op, right=node.value)
+        return self._replace(node, ast.Assign(targets=[target], value=value, lineno=node.lineno))
 
     def visit_Subscript(self, node: ast.Subscript):
         self.generic_visit(node)
@@ -171,6 +188,20 @@ class _SameMask(ast.NodeTransformer):
     def __init__(self, forms: _Forms, mask: str):
         self.forms, self.mask = forms, mask
 
+    def visit_AugAssign(self, node: ast.AugAssign):
+        """``x[::2] += v`` as ``x[::2] = x[::2] + v``: DaCe's frontend drops the step of an updated slice (the map
+        writes ``x[i]``, not ``x[2 * i]``; upstream DaCe alike), and computes the assignment right."""
+        self.generic_visit(node)
+        target = node.target
+        if not isinstance(target, ast.Subscript):
+            return node
+        dims = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
+        if not any(isinstance(d, ast.Slice) and d.step is not None and _constant(d.step) != 1 for d in dims):
+            return node
+        read = ast.Subscript(value=target.value, slice=target.slice, ctx=ast.Load())
+        value = ast.BinOp(left=read, op=node.op, right=node.value)
+        return self._replace(node, ast.Assign(targets=[target], value=value, lineno=node.lineno))
+
     def visit_Subscript(self, node: ast.Subscript):
         self.generic_visit(node)
         if isinstance(node.ctx, ast.Load) and ast.dump(node.slice) == self.mask:
@@ -252,15 +283,19 @@ def _ascending(d: ast.Slice) -> tuple[ast.expr | None, ast.expr | None] | None:
     return lower, upper
 
 
-def _edits(tree: ast.AST) -> list[tuple[int, int, int, int, str]]:
-    """``(line, col, end line, end col, text)`` of every outermost rewritten node (lines 1-based in the parsed text,
-    columns in UTF-8 bytes as :mod:`ast` counts them)."""
-    found: list[tuple[int, int, int, int, str]] = []
+def _edits(tree: ast.AST) -> list[tuple[int, int, int, int, str, str]]:
+    """``(line, col, end line, end col, text, closing)`` of every outermost rewritten node (lines 1-based in the parsed
+    text, columns in UTF-8 bytes as :mod:`ast` counts them): the line breaks of its span go between the text and the
+    closing parenthesis."""
+    found: list[tuple[int, int, int, int, str, str]] = []
 
     def walk(node: ast.AST) -> None:
         span = getattr(node, "_cpufree_span", None)
+        if isinstance(node, ast.Assign) and span is not None:  # a statement: its value holds the line breaks
+            found.append((*span, f"{ast.unparse(node.targets[0])} = ({ast.unparse(node.value)}", ")"))
+            return
         if span is not None:
-            found.append((*span, ast.unparse(node)))
+            found.append((*span, f"({ast.unparse(node)}", ")"))
             return
         for child in ast.iter_child_nodes(node):
             walk(child)
@@ -270,16 +305,15 @@ def _edits(tree: ast.AST) -> list[tuple[int, int, int, int, str]]:
 
 
 def _edited(lines: list[str], edits, indent: int) -> list[str]:
-    """``lines`` with each edit's span replaced by its text; a span over several lines keeps them (the text is
-    parenthesised with the line breaks inside), so every other line stays at its number."""
+    """``lines`` with each edit's span replaced by its text; a span over several lines keeps them (its line breaks
+    go inside the text's closing parenthesis), so every other line stays at its number."""
     out = list(lines)
-    for line, col, end_line, end_col, text in sorted(edits, reverse=True):
+    for line, col, end_line, end_col, text, closing in sorted(edits, reverse=True):
         first, last = line - 1, end_line - 1
         joined = "".join(out[first : last + 1]).encode()
         start = indent + col
         end = len("".join(out[first:last]).encode()) + indent + end_col
-        breaks = last - first
-        new = f"({text}{chr(10) * breaks})" if breaks else f"({text})"
+        new = text + "\n" * (last - first) + closing
         out[first : last + 1] = (joined[:start] + new.encode() + joined[end:]).decode().splitlines(keepends=True)
     return out
 

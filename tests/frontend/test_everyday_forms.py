@@ -82,6 +82,14 @@ def rows_windows_and_indices(
 
 
 @dace.program
+def strided_updates(x: dace.float64[N], y: dace.float64[N], A: dace.float32[M, N], B: dace.float32[M, N]):
+    x[::2] += y[::2]
+    A[:, 1:N:2] += np.sqrt(B[:, 1::2])
+    A[1::2, :] *= 2.0  # an update over two lines keeps the lines after it where they were
+    x[1:N:3] -= y[1:N:3] * 0.5
+
+
+@dace.program
 def products(A: dace.float64[N, M], I: dace.int32[N], out: dace.float64[M], o2: dace.float64[1], o3: dace.int64[1]):
     out[:] = np.prod(A, axis=0)
     o2[0] = np.prod(A[1:3, :])
@@ -172,6 +180,21 @@ def test_rows_windows_and_indices_match_numpy():
     np.testing.assert_array_equal(idx, want_idx)
     np.testing.assert_array_equal(picked, want_picked)
     np.testing.assert_array_equal(A, want_A)
+
+
+@pytest.mark.parametrize("n", [8, 9])
+def test_strided_updates_match_numpy(n):
+    rng = np.random.default_rng(n)
+    x, y = rng.random(n), rng.random(n)
+    A, B = rng.random((5, n)).astype(np.float32), rng.random((5, n)).astype(np.float32)
+    want_x, want_A = x.copy(), A.copy()
+    want_x[::2] += y[::2]
+    want_A[:, 1:n:2] += np.sqrt(B[:, 1::2])
+    want_A[1::2, :] *= 2.0
+    want_x[1:n:3] -= y[1:n:3] * 0.5
+    dace_cpufree.compile(strided_updates, backend="emulate", race_check="shuffle")(x, y, A, B)
+    np.testing.assert_allclose(x, want_x, rtol=1e-14)
+    np.testing.assert_allclose(A, want_A, rtol=1e-6)
 
 
 def test_np_prod_matches_numpy():

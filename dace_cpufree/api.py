@@ -21,6 +21,7 @@ from dace_cpufree.transformations.block_scopes import prepare_block_scopes
 from dace_cpufree.transformations.frontend_states import rehome_nested_call_states
 from dace_cpufree.transformations.numpy_types import check_mean_bindings, numpy_result_types
 from dace_cpufree.transformations.rounded_sizes import round_library_sizes_as_integers
+from dace_cpufree.transformations.typed_copies import convert_typed_copies
 from dace_cpufree.vocabulary import collectives, communicates, has_symmetric
 
 
@@ -33,6 +34,7 @@ def _to_sdfg(program_or_sdfg) -> dace.SDFG:
         rehome_nested_call_states(sdfg)  # np.mean in a loop or branch: its states in the wrong region
         check_mean_bindings(sdfg)  # a wrong binding of DaCe's frontend, refused
         numpy_result_types(sdfg)  # before simplification copies the transients' types into symbols
+        convert_typed_copies(sdfg)  # C[:] = np.sum(int_array): a conversion, before simplification makes it a view
         sdfg.simplify(validate=False)
         round_library_sizes_as_integers(sdfg)  # np.sum(x[1:M:3]): int_ceil(M - 1, 3), which survives DaCe's reparsing
         return sdfg

@@ -1,0 +1,38 @@
+"""An assignment converts to the target's type as NumPy's does: a reduction of an integer or float32 array assigned to
+a float64 array (DaCe's frontend copies it, and its simplification made the copy a view of the other type)."""
+
+import dace
+import numpy as np
+import pytest
+
+import dace_cpufree
+
+N, M = (dace.symbol(s) for s in "NM")
+
+
+@dace.program
+def reductions_into_other_types(A: dace.int64[N, M], F: dace.float32[N, M], C: dace.float64[M], D: dace.float64[M]):
+    C[:] = np.sum(A, axis=0)
+    D[:] = np.max(F, axis=0)
+
+
+def _inputs():
+    rng = np.random.default_rng(6)
+    return rng.integers(-9, 9, (7, 5)), rng.random((7, 5)).astype(np.float32)
+
+
+def test_reductions_convert_on_assignment():
+    A, F = _inputs()
+    C, D = np.zeros(5), np.zeros(5)
+    dace_cpufree.compile(reductions_into_other_types, backend="emulate", race_check="shuffle")(A, F, C, D)
+    np.testing.assert_array_equal(C, np.sum(A, axis=0).astype(np.float64))
+    np.testing.assert_array_equal(D, np.max(F, axis=0).astype(np.float64))
+
+
+@pytest.mark.gpu
+def test_reductions_convert_on_assignment_on_the_gpu():
+    A, F = _inputs()
+    C, D = np.zeros(5), np.zeros(5)
+    dace_cpufree.compile(reductions_into_other_types)(A, F, C, D)
+    np.testing.assert_array_equal(C, np.sum(A, axis=0).astype(np.float64))
+    np.testing.assert_array_equal(D, np.max(F, axis=0).astype(np.float64))

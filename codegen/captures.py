@@ -70,7 +70,7 @@ def step(body: list[str], passed: Pointers, runner: str) -> list[str]:
 
 def step_apart(item: ir.Item, ctx) -> list[str]:
     """A grid step in a function of its own (``cpufree::apart``) taking the pointers of the containers it
-    reads, writes or addresses remotely; see ``kernel.Printer`` for where."""
+    reads, writes or addresses remotely; see ``printer.Printer`` for where."""
     if item.executor != ir.Executor.GRID or item.tile:
         return item.code  # tile steps are functions of their own anyway (cpufree::run_step)
     return apart(item.code, pointers(ctx, item.reads | item.writes | item.remote))

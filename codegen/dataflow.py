@@ -41,20 +41,7 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     """
     code = ScopeWriter(ctx, state, []).tasklet(node)
     location = node.location or {}
-    # Connectors that address another PE's memory (a put's destination, a signal's flag): bound as
-    # pointers, but no access to this PE's copy, so no synchronisation on them.
-    remote = {c for c in str(location.get("cpufree_remote", "")).split(",") if c}
-    reads, writes, regions, far = set(), set(), [], set()  # far: the containers of remote connectors
-    edges = [(e, e.dst_conn, reads, "R") for e in state.in_edges(node)]
-    for e, conn, accessed, mode in edges + [(e, e.src_conn, writes, "W") for e in state.out_edges(node)]:
-        if e.data.is_empty() or e.data.data not in ctx.device:
-            continue
-        if conn in remote:
-            far.add(e.data.data)
-            continue
-        accessed.add(e.data.data)
-        regions.append((e.data.data, mode, e.data.subset))
-    reads, writes, far = frozenset(reads), frozenset(writes), frozenset(far)
+    reads, writes, regions, far = _accesses(ctx, state, node, location)
     kind = str(location.get("cpufree_executor", "leader"))
     block = int(str(location.get("cpufree_block", 0)))
     if kind == "grid":  # a collective device-library call that every thread makes (a matrix product)
@@ -81,6 +68,34 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     # Library calls on a block or thread: their registers apart from the kernel's loops (see cpufree::apart); the
     # function takes the pointers of the containers its connectors name (views are declared around it).
     code = apart(code, pointers(ctx, reads | writes | far))
+    code, strategy, executor = _placed(node, code, kind, block, location)
+    item = Item(f"tasklet {node.label}", code, reads, writes, executor, strategy=strategy, block=block, remote=far)
+    item.regions = tuple(regions)
+    return item
+
+
+def _accesses(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet, location: dict) -> tuple:
+    """``(reads, writes, regions, far)`` of a tasklet: the device containers it reads and writes through its
+    connectors, their regions, and ``far``, the containers of its remote connectors (``cpufree_remote``)."""
+    # Connectors that address another PE's memory (a put's destination, a signal's flag): bound as
+    # pointers, but no access to this PE's copy, so no synchronisation on them.
+    remote = {c for c in str(location.get("cpufree_remote", "")).split(",") if c}
+    reads, writes, regions, far = set(), set(), [], set()  # far: the containers of remote connectors
+    edges = [(e, e.dst_conn, reads, "R") for e in state.in_edges(node)]
+    for e, conn, accessed, mode in edges + [(e, e.src_conn, writes, "W") for e in state.out_edges(node)]:
+        if e.data.is_empty() or e.data.data not in ctx.device:
+            continue
+        if conn in remote:
+            far.add(e.data.data)
+            continue
+        accessed.add(e.data.data)
+        regions.append((e.data.data, mode, e.data.subset))
+    return frozenset(reads), frozenset(writes), regions, frozenset(far)
+
+
+def _placed(node: nodes.Tasklet, code: list[str], kind: str, block: int, location: dict) -> tuple:
+    """``(code, strategy, executor)`` of a library call on blocks, a block, each block or a thread (``kind``, see
+    :func:`tasklet_item`), its ``code`` guarded for the threads that run it."""
     on_block = f"__block == {block} % __blocks"
     if kind == "blocks":
         lanes = int(str(location.get("cpufree_lanes", 1)))
@@ -115,9 +130,7 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
             f"tasklet '{node.label}' asks for executor '{kind}'. Fix: use 'grid', 'blocks', 'block', 'each', "
             "'thread' or 'leader'."
         )
-    item = Item(f"tasklet {node.label}", code, reads, writes, executor, strategy=strategy, block=block, remote=far)
-    item.regions = tuple(regions)
-    return item
+    return code, strategy, executor
 
 
 def copy_item(ctx: KernelContext, state: SDFGState, edge) -> Item:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import dace
@@ -13,17 +12,18 @@ from dace_cpufree.errors import CpufreeError
 
 from . import channel as chan
 from . import host, ir, serial
-from .captures import step_apart
 from .concurrency import split_independent
 from .context import KernelContext, symbol_ctype
 from .dialect import Dialect
 from .expressions import kernel_symbols
-from .host import HOST_TEMPLATE, SHMEM_HEADER, SHMEM_HOST_TEMPLATE, STEP_TIMES_HOST, largest, workspace_code
+from .host import HOST_TEMPLATE, STEP_TIMES_HOST, largest, workspace_code
 from .loop_points import settle_loop_points
 from .lower import lower_sdfg
 from .overlap import deal_rows
-from .parts import block_scopes, in_part, scope_code, strategy
+from .parts import block_scopes, scope_code, strategy
+from .printer import Printer
 from .rows import fuse_rows
+from .shmem_host import SHMEM_HEADER, SHMEM_HOST_TEMPLATE
 from .syncs import place_grid_syncs
 
 # The kernel's text around its body: the body's first line follows the head's last (KernelSource.step_lines).
@@ -89,177 +89,6 @@ class KernelSource:
     step_lines: tuple = ()
 
 
-def _pad(lines: list[str], depth: int) -> list[str]:
-    return ["    " * depth + line if line else line for line in lines]
-
-
-class Printer:
-    """Prints the kernel IR as C++.
-
-    ``steps_apart``: grid steps inside loops go into functions of their own (``captures.step_apart``), which
-    take the pointers of ``ctx`` (the ``KernelContext``) that the step's containers name. Used for
-    kernels that communicate: there the SHMEM library's device code and the steps of the time loop shared
-    one register allocation, and values hoisted out of the time loop stayed live across all steps
-    (jacobi_3d's overlapped form: 207 registers per thread inlined, 48 apart, and 2.7x slower than the
-    plain form on one H200; jacobi_2d at 4098^2: 340 -> 187 us per step). Without communication the calls
-    cost more than they save (NPBench S on an H200, inlined vs apart: vadv 0.40 vs 0.66 ms, fdtd_2d 0.19 vs
-    0.24, cg_residual 64 vs 77)."""
-
-    def __init__(
-        self,
-        steps_apart: bool = False,
-        timed: bool = False,
-        race_check: bool = False,
-        channel: chan.ChannelFacts | None = None,
-        ctx: KernelContext | None = None,
-    ):
-        self.ctx = ctx
-        self.labels = 0
-        self.loops = 0  # loops around the node being printed
-        self.steps_apart = steps_apart
-        self.timed = timed
-        self.race_check = race_check
-        self.grid_syncs = 0  # grid syncs printed (KernelSource.grid_syncs)
-        self.part_syncs = 0  # barriers of a block function's blocks printed
-        self.channel = channel  # grid syncs become cancel points (cpufree/channel.cuh)
-        #: with ``timed``, the name of each segment a mark closes (segment 0: the control flow between steps)
-        self.segments = ["between steps"] if timed else []
-        #: (first line, physical lines, label) of each printed step and loop: the first line is the very object of its
-        #: ``// label`` comment in the printed lines, where :func:`step_lines` finds its place in the kernel's text
-        self.spans = []
-
-    def _span(self, lines: list[str], first: int, label: str) -> list[str]:
-        """``lines``, whose entries from ``first`` on (a ``// label`` comment first) are one step or loop: recorded."""
-        self.spans.append((lines[first], sum(line.count("\n") + 1 for line in lines[first:]), label))
-        return lines
-
-    def _mark(self, label: str) -> list[str]:
-        """A mark closing a segment named ``label`` (``timed`` only)."""
-        if not self.timed:
-            return []
-        self.segments.append(label)
-        return [f"__cpufree_times.mark({len(self.segments) - 1});"]
-
-    def _between(self) -> list[str]:
-        return ["__cpufree_times.mark(0);"] if self.timed else []
-
-    def _synced(self, grid: bool, label: str, item: ir.Item | None = None) -> list[str]:
-        """A grid sync (``grid``) or block barrier before ``label`` (of ``item``), timed if asked."""
-        self.grid_syncs += grid
-        lines = chan.sync_lines(self.channel, label, grid, item)
-        return self._between() + lines + self._mark(f"{'grid sync' if grid else 'block barrier'} before {label}")
-
-    def node(self, node, depth: int) -> list[str]:
-        if isinstance(node, ir.Item):
-            return self.item(node, depth)
-        if isinstance(node, ir.Seq):
-            return [line for child in node.children for line in self.node(child, depth)]
-        if isinstance(node, ir.Loop):
-            return self.loop(node, depth)
-        if isinstance(node, ir.Branch):
-            return self.branch(node, depth)
-        if isinstance(node, ir.Graph):
-            return self.graph(node, depth)
-        if isinstance(node, ir.Jump):
-            return _pad([f"{node.kind};"], depth)
-        raise TypeError(node)
-
-    def item(self, item: ir.Item, depth: int) -> list[str]:
-        if item.sync_before:
-            lines = self._synced(True, item.label, item)
-        elif item.bar_before:
-            lines = self._synced(False, item.label)
-        else:
-            lines = self._between() if item.executor != ir.Executor.EVERY else []
-        code = step_apart(item, self.ctx) if self.steps_apart and self.loops else item.code
-        if self.race_check:  # the step that the race checker's report names
-            where = f"{item.label} ({item.source})" if item.source else item.label
-            code = [f"cpufree::race::at({json.dumps(where)});"] + code
-        if item.part is not None:
-            code, synced = in_part(item, code)
-            self.part_syncs += synced
-        if item.executor == ir.Executor.EVERY:
-            return _pad(lines + code, depth)  # per-thread scalar code: timed with the control flow
-        out = _pad(lines + [f"// {item.label}"] + code + self._mark(item.label), depth)
-        return self._span(out, len(lines), item.label)
-
-    @staticmethod
-    def _expr(item: ir.Item | None) -> str:
-        return "" if item is None else " ".join(item.code).rstrip(";")
-
-    def _sync(self, item: ir.Item | None, depth: int) -> list[str]:
-        return _pad(self._synced(True, item.label, item), depth) if item and item.sync_before else []
-
-    def loop(self, loop: ir.Loop, depth: int) -> list[str]:
-        label = f"loop {loop.label}"
-        self.loops += 1
-        body = self.node(loop.body, depth + 1)
-        self.loops -= 1
-        cond = self._expr(loop.cond)
-        if not loop.inverted and not loop.cond.sync_before and not (loop.update and loop.update.sync_before):
-            head = f"for ({self._expr(loop.init)}; {cond}; {self._expr(loop.update)}) {{"
-            return self._span(_pad([f"// {label}", head], depth) + body + _pad(["}"], depth), 0, label)
-        init = self._sync(loop.init, depth) + (_pad([self._expr(loop.init) + ";"], depth) if loop.init else [])
-        check = self._sync(loop.cond, depth + 1) + _pad([f"if (!({cond})) break;"], depth + 1)
-        if not loop.inverted and not (loop.update and loop.update.sync_before):
-            # the condition needs a sync first: test it inside; `continue` still runs the update
-            head = f"for (; ; {self._expr(loop.update)}) {{"
-            out = init + _pad([f"// {label}", head], depth) + check + body + _pad(["}"], depth)
-            return self._span(out, len(init), label)
-        update = self._sync(loop.update, depth + 1) + (
-            _pad([self._expr(loop.update) + ";"], depth + 1) if loop.update else []
-        )
-        if not loop.inverted:
-            inner = check + body + update
-        elif loop.update_before_condition:
-            inner = body + update + check
-        else:
-            inner = body + check + update
-        out = init + _pad([f"// {label}", "while (true) {"], depth) + inner + _pad(["}"], depth)
-        return self._span(out, len(init), label)
-
-    @staticmethod
-    def _branch_label(branch: ir.Branch) -> str:
-        return next((f"branch {c.label}" for c in branch.conds if c is not None), "a branch")
-
-    def branch(self, branch: ir.Branch, depth: int) -> list[str]:
-        out = []
-        if synced := [c for c in branch.conds if c is not None and c.sync_before]:
-            out += _pad(self._synced(True, self._branch_label(branch), synced[0]), depth)  # alike (loop_points)
-        elif any(c is not None and c.bar_before for c in branch.conds):
-            out += _pad(self._synced(False, self._branch_label(branch)), depth)
-        for k, (cond, body) in enumerate(zip(branch.conds, branch.bodies)):
-            if cond is None:
-                head = "} else {" if k else "{"
-            else:
-                head = ("} else if (" if k else "if (") + self._expr(cond) + ") {"
-            out += _pad([head], depth) + self.node(body, depth + 1)
-        return out + _pad(["}"], depth)
-
-    def graph(self, graph: ir.Graph, depth: int) -> list[str]:
-        self.loops += 1  # unstructured control flow may jump back
-        try:
-            return self._graph(graph, depth)
-        finally:
-            self.loops -= 1
-
-    def _graph(self, graph: ir.Graph, depth: int) -> list[str]:
-        out, end = [], f"{graph.label}_end"
-        for i, block in enumerate(graph.blocks):
-            out += _pad([f"{graph.label}_b{i}:;"], depth) + self.node(block, depth)
-            for edge in (e for e in graph.edges if e.src == i):
-                if edge.cond is None:
-                    assign = self.node(edge.assign, depth) if edge.assign else []
-                    out += assign + _pad([f"goto {graph.label}_b{edge.dst};"], depth)
-                    continue
-                assign = self.node(edge.assign, depth + 1) if edge.assign else []
-                out += self._sync(edge.cond, depth)
-                out += _pad([f"if ({self._expr(edge.cond)}) {{"], depth) + assign
-                out += _pad([f"goto {graph.label}_b{edge.dst};", "}"], depth + 1)[:1] + _pad(["}"], depth)
-            out += _pad([f"goto {end};"], depth)
-        return out + _pad([f"{end}:;"], depth)
-
-
 def generate(
     sdfg: dace.SDFG,
     dialect: Dialect,
@@ -283,15 +112,149 @@ def generate(
     :param concurrent_steps: independent grid steps run side by side on blocks of their own when they are small
                              (:mod:`.concurrency`); ``False``: one after another on the whole grid.
     :param shmem: the program communicates (NVSHMEM / ROC_SHMEM): the SHMEM runtime's header after the runtime's
-                  and its host entry points (:data:`~.host.SHMEM_HOST_TEMPLATE`).
+                  and its host entry points (:data:`~.shmem_host.SHMEM_HOST_TEMPLATE`).
     """
+    _check_options(dialect, channel, race_check, step_times)
+    ctx = KernelContext(sdfg, race_check=race_check)
+    # the channel: its host callbacks are marked on their tasklets (chan.program_calls)
+    facts = chan.facts(channel, chan.program_calls(sdfg)) if channel is not None else None
+    root, serial_globals = _kernel_ir(sdfg, ctx, channel, facts, race_check, concurrent_steps)
+    kernel, args = f"cpufree_{sdfg.name}_kernel", ctx.args
+    arg_names = {a.name for a in args}
+    symbols = [f"    {symbol_ctype(sdfg, s)} {s} = 0;" for s in kernel_symbols(sdfg) if s not in arg_names]
+    symbols += ctx.dividers.declarations() + deal_rows(root)
+    _check_step_times(dialect, step_times)
+    printer = Printer(_communicates(root), step_times, race_check, facts, ctx)
+    body = _body(printer, root, args, race_check, facts, step_times)
+    nseg = len(printer.segments)
+    scopes = block_scopes(root)
+    synced = {item.part.scope for item in ir.items(root) if item.part is not None and item.part_sync_before}
+    scope_lines, scope_globals = scope_code(scopes, arg_names, synced)
+    environments = kernel_environments(sdfg)
+    items = list(ir.items(root))
+    head, wrappers, launch = host.kernel_builds(kernel, items, args, race_check, dialect.name, direct_stores, shmem)
+    text = dict(
+        includes=_includes(facts, shmem, direct_stores, environments),
+        globals=_globals(scope_globals, serial_globals, facts, nseg if step_times else None),
+        sdfg=sdfg.name,
+        grid=chan.grid_declaration(facts),
+        head=head,
+        wrappers=wrappers,
+        params=",\n    ".join(a.kernel_decl(race_check) for a in args),
+        symbols="\n".join(symbols),
+        scopes="".join(line + "\n" for line in scope_lines),
+    )
+    kernel_head = KERNEL_HEAD.format(**text)
+    code = kernel_head + "\n".join(body) + KERNEL_TAIL.format(**text)
+    spans = step_lines(printer.spans, body, kernel_head.count("\n") + 1)
+    launcher, need_block, dynamic_shared = _launcher(kernel, items, args, launch)
+    code += launcher + _host_extras(nseg if step_times else None, facts, shmem)
+    return _kernel_source(
+        dialect.translate(code),
+        kernel,
+        args,
+        dialect,
+        printer,
+        items,
+        step_times,
+        direct_stores,
+        step_lines=spans,
+        channel=facts,
+        environments=tuple(environments),
+        block_scopes=scopes,
+        need_block=need_block,
+        dynamic_shared=dynamic_shared,
+        kernel_ir=root,
+        shmem=shmem,
+        dividers=ctx.dividers.extents,
+    )
+
+
+def _check_options(dialect: Dialect, channel, race_check: bool, step_times: bool) -> None:
+    """Refuses the channel and race checking where they have no version (before anything is generated)."""
     if channel is not None and dialect.name != "cuda":
         raise CpufreeError(f"the device <-> host channel has no {dialect.name} version yet. Fix: build for CUDA.")
     if race_check and (step_times or dialect.name != "cuda"):
         raise CpufreeError("race checking runs the CUDA text in the host emulation, without step timing.")
-    ctx = KernelContext(sdfg, race_check=race_check)
-    # the channel: its host callbacks are marked on their tasklets (chan.program_calls)
-    facts = chan.facts(channel, chan.program_calls(sdfg)) if channel is not None else None
+
+
+def _check_step_times(dialect: Dialect, step_times: bool) -> None:
+    """Refuses step timing where it has no version."""
+    if step_times and dialect.name != "cuda":
+        raise CpufreeError(
+            f"step timing reads CUDA's %globaltimer and has no {dialect.name} version. Fix: step_times=False, or "
+            f"unset DACE_CPUFREE_STEP_TIMES for {dialect.name} builds."
+        )
+
+
+def _host_extras(nseg: int | None, facts, shmem: bool) -> str:
+    """The host code after the launcher: the step times' reader (``nseg`` segments; ``None``: without step timing),
+    the channel's host code, the SHMEM entry points."""
+    code = STEP_TIMES_HOST.format(n=nseg) if nseg is not None else ""
+    if facts is not None:
+        code += chan.host_code(facts)
+    if shmem:
+        code += SHMEM_HOST_TEMPLATE.format()
+    return code
+
+
+def _communicates(root: ir.Seq) -> bool:
+    """Whether the kernel communicates: SHMEM calls are the only block and thread items."""
+    return any(
+        i.executor in (ir.Executor.BLOCK, ir.Executor.BLOCKS, ir.Executor.THREAD, ir.Executor.EACH)
+        for i in ir.items(root)
+    )
+
+
+def _globals(scope_globals: str, serial_globals: list[str], facts, nseg: int | None) -> str:
+    """The kernel's globals: the block scopes', the collapsed serial loops', the channel's prelude and, with step
+    timing (``nseg`` segments; ``None``: without), the step times' device array."""
+    return (
+        scope_globals
+        + "".join(d + "\n" for d in serial_globals)
+        + (chan.prelude(facts) if facts is not None else "")
+        + (
+            f"__device__ unsigned long long cpufree_step_times[CPUFREE_TIMES_BLOCKS][{nseg} + 2];\n\n"
+            if nseg is not None
+            else ""
+        )
+    )
+
+
+def _kernel_source(
+    code: str,
+    kernel: str,
+    args: list,
+    dialect: Dialect,
+    printer: Printer,
+    items: list,
+    timed: bool,
+    direct_stores: bool,
+    **facts,
+) -> KernelSource:
+    """The :class:`KernelSource` of the printed ``code``: its steps (the items but those every thread runs) and the
+    printer's counts; ``facts``: the remaining fields."""
+    work = [i for i in items if i.executor != ir.Executor.EVERY]
+    return KernelSource(
+        code,
+        kernel,
+        args,
+        printer.grid_syncs,
+        len(work),
+        dialect,
+        [(i.label, strategy(i), i.sync_before) for i in work],
+        printer.segments if timed else None,
+        {i.label: i.source for i in work if i.source},
+        direct_stores,
+        part_syncs=printer.part_syncs,
+        steps_apart=printer.steps_apart,
+        **facts,
+    )
+
+
+def _kernel_ir(sdfg: dace.SDFG, ctx: KernelContext, channel, facts, race_check: bool, concurrent_steps: bool):
+    """The kernel IR of ``sdfg`` as printed (lowered, serial loops collapsed, rows fused, independent steps split,
+    grid syncs placed, the channel's loop points settled), and the globals of the collapsed serial loops."""
     root = lower_sdfg(ctx, channel, facts)
     serial_globals = (
         []
@@ -306,22 +269,12 @@ def generate(
     place_grid_syncs(root)
     if facts is not None:
         settle_loop_points(root, facts)
-    kernel, args = f"cpufree_{sdfg.name}_kernel", ctx.args
-    arg_names = {a.name for a in args}
-    symbols = [f"    {symbol_ctype(sdfg, s)} {s} = 0;" for s in kernel_symbols(sdfg) if s not in arg_names]
-    symbols += ctx.dividers.declarations() + deal_rows(root)
-    # SHMEM calls are the only block and thread items
-    communicates = any(
-        i.executor in (ir.Executor.BLOCK, ir.Executor.BLOCKS, ir.Executor.THREAD, ir.Executor.EACH)
-        for i in ir.items(root)
-    )
-    timed = step_times
-    if timed and dialect.name != "cuda":
-        raise CpufreeError(
-            f"step timing reads CUDA's %globaltimer and has no {dialect.name} version. Fix: step_times=False, or "
-            f"unset DACE_CPUFREE_STEP_TIMES for {dialect.name} builds."
-        )
-    printer = Printer(communicates, timed, race_check, facts, ctx)
+    return root, serial_globals
+
+
+def _body(printer: Printer, root: ir.Seq, args: list, race_check: bool, facts, timed: bool) -> list[str]:
+    """The kernel's body lines: the IR as ``printer`` prints it, after the race checker's names, the channel's
+    beginning and the step timing's shared counters where built."""
     body = printer.node(root, 1)
     if race_check:
         body = [f'    cpufree::race::name({a.name}, "{a.name}");' for a in args if a.pointer] + body
@@ -333,32 +286,20 @@ def generate(
             f"    __shared__ unsigned long long __cpufree_seg[{nseg} + 3];",
             f"    cpufree::StepTimes<{nseg}> __cpufree_times(__cpufree_seg, cpufree_step_times);",
         ] + body
-    scopes = block_scopes(root)
-    synced = {item.part.scope for item in ir.items(root) if item.part is not None and item.part_sync_before}
-    scope_lines, scope_globals = scope_code(scopes, arg_names, synced)
-    environments = kernel_environments(sdfg)
+    return body
+
+
+def _includes(facts, shmem: bool, direct_stores: bool, environments: list[str]) -> str:
+    """The kernel's defines and includes after the runtime's: the SHMEM runtime's header, the environments'
+    ``kernel_headers``."""
     headers = [SHMEM_HEADER] if shmem else []
     headers += [h for env in environments for h in getattr(dace.library.get_environment(env), "kernel_headers", [])]
-    includes = chan.shmem_define(facts, shmem, direct_stores) + "".join(f"#include <{h}>\n" for h in headers)
-    items = list(ir.items(root))
-    head, wrappers, launch = host.kernel_builds(kernel, items, args, race_check, dialect.name, direct_stores, shmem)
-    text = dict(
-        includes=includes,
-        globals=scope_globals
-        + "".join(d + "\n" for d in serial_globals)
-        + (chan.prelude(facts) if facts is not None else "")
-        + (f"__device__ unsigned long long cpufree_step_times[CPUFREE_TIMES_BLOCKS][{nseg} + 2];\n\n" if timed else ""),
-        sdfg=sdfg.name,
-        grid=chan.grid_declaration(facts),
-        head=head,
-        wrappers=wrappers,
-        params=",\n    ".join(a.kernel_decl(race_check) for a in args),
-        symbols="\n".join(symbols),
-        scopes="".join(line + "\n" for line in scope_lines),
-    )
-    kernel_head = KERNEL_HEAD.format(**text)
-    code = kernel_head + "\n".join(body) + KERNEL_TAIL.format(**text)
-    spans = step_lines(printer.spans, body, kernel_head.count("\n") + 1)
+    return chan.shmem_define(facts, shmem, direct_stores) + "".join(f"#include <{h}>\n" for h in headers)
+
+
+def _launcher(kernel: str, items: list, args: list, launch: dict) -> tuple[str, str, str]:
+    """The host launcher's code (:data:`~.host.HOST_TEMPLATE`), and the block size and dynamic shared memory the
+    kernel's library calls need (C++ constant expressions)."""
     works = [i.work for i in items if i.executor == ir.Executor.GRID]
     work = "0" if not works or any(w is None for w in works) else " , ".join(f"(long long)({w})" for w in works)
     need_block = largest([i.block_threads for i in items if i.block_threads])
@@ -366,7 +307,7 @@ def generate(
     dynamic_shared = largest([i.dynamic_shared for i in items if i.dynamic_shared])
     ws_decl, ws_bind = workspace_code(args)
     host_params = [a for a in args if a.kind != "workspace"]
-    code += HOST_TEMPLATE.format(
+    code = HOST_TEMPLATE.format(
         kernel=kernel,
         **launch,
         params="".join(", " + a.decl for a in host_params),
@@ -378,40 +319,7 @@ def generate(
         workspace_bind=ws_bind,
         args=", ".join(f"(void *)&{a.name}" for a in args),
     )
-    if timed:
-        code += STEP_TIMES_HOST.format(n=nseg)
-    if facts is not None:
-        code += chan.host_code(facts)
-    if shmem:
-        code += SHMEM_HOST_TEMPLATE.format()
-    code = dialect.translate(code)
-    work = [i for i in items if i.executor != ir.Executor.EVERY]
-    steps = [(i.label, strategy(i), i.sync_before) for i in work]
-    labels = printer.segments if timed else None
-    sources = {i.label: i.source for i in work if i.source}
-    return KernelSource(
-        code,
-        kernel,
-        args,
-        printer.grid_syncs,
-        len(work),
-        dialect,
-        steps,
-        labels,
-        sources,
-        direct_stores,
-        step_lines=spans,
-        channel=facts,
-        environments=tuple(environments),
-        block_scopes=scopes,
-        part_syncs=printer.part_syncs,
-        need_block=need_block,
-        dynamic_shared=dynamic_shared,
-        steps_apart=printer.steps_apart,
-        kernel_ir=root,
-        shmem=shmem,
-        dividers=ctx.dividers.extents,
-    )
+    return code, need_block, dynamic_shared
 
 
 def step_lines(spans: list, body: list[str], first: int) -> tuple:

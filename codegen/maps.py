@@ -263,74 +263,19 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local,
         f"tiles of up to {bound} threads ({'static bound' if tile else 'extent symbolic'}; "
         "the power of two picked at run time from the contiguous extent)"
     )
-    dims = lambda ps: "(" + ", ".join(ps) + ")"  # noqa: E731
-
     if reducible and contiguous in red:
-        red_order = [p for p in red if p != contiguous] + [contiguous]
-        red_ranges = [rng[p] for p in red_order]
-
-        def parts():
-            sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, "tile_reduce", "__tile.thread_rank() == 0")
-            return prologue, local + ScopeWriter(ctx, state, par, sinks).scope(entry), epilogue
-
-        def row_lines():  # printed where the row group is made (a container may live in a register there)
-            prologue, body, epilogue = parts()
-            return extent_decls(red_order, red_ranges, "") + reduction_lanes(
-                red_order, red_ranges, prologue, body, epilogue, "", dividers
-            )
-
-        extent = range_extents(subsets.Range([rng[contiguous]]))[0]
-        rows = " * ".join(f"({e})" for e in range_extents(subsets.Range([rng[p] for p in par]))) if par else "1"
-        inputs = {e.data.data for e in state.in_edges(entry) if not e.data.is_empty()}
-        row = [
-            RowForm(
-                list(par),
-                [rng[p] for p in par],
-                row_lines,
-                reduction=True,
-                want=f"cpufree::tile_for_reduction({extent}, {rows})",
-                bound=tile,
-                stored=frozenset(e.data.data for e in outputs) - inputs,
-            )
-        ]
-        prologue, body, epilogue = parts()
-        code, want = tiled_reduction(
-            par,
-            [rng[p] for p in par],
-            red_order,
-            [rng[p] for p in red_order],
-            contiguous,
-            tile,
-            prologue,
-            body,
-            epilogue,
-            passed,
-            dividers=dividers,
+        code, strategy, row, outer_work, work_ranges = _tile_reduction(
+            ctx, state, entry, outputs, par, red, local, passed, contiguous, tile, dividers
         )
-        strategy = (
-            f"{tile_txt}, a tile per output {dims(par)} ({layout(par)}), lanes over {dims(red_order)}, tile reduction"
-        )
-        outer_work = _work(ctx, [rng[p] for p in par[-MAX_FUSED:]])
-        work_ranges = [rng[p] for p in par[-MAX_FUSED:]] + [rng[contiguous]]
+        strategy = f"{tile_txt}, {strategy}"
         form = Form.TILE_REDUCTION
     elif reducible and par == [contiguous]:  # outputs along the contiguous dimension alone: columns
-        sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, None, "__c < __cols", "__chunks > 1")
-        body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
-        code, want = tiled_columns(
-            par, [rng[p] for p in par], red, [rng[p] for p in red], prologue, body, epilogue, passed, "", dividers
-        )
-        strategy = (
-            f"tiles of up to 128 threads (picked at run time), a lane per output {dims(par)}, {dims(red)} split into "
-            "ranges over the tiles, combined by atomic adds where split"
-        )
-        outer_work = _work(ctx, [rng[p] for p in par])
-        work = None if outer_work is None else f"({outer_work}) * cpufree_warp"
-        return code, work, strategy, None, Form.TILE_COLUMNS, 1024
+        return _tile_columns(ctx, state, entry, outputs, par, red, local, passed, dividers)
     elif len(space) >= 2 and contiguous in space:
         row = None
         if reducible:
             code_inner = register_reduction_body(ctx, state, entry, outputs, par, red, local)
-            what = f", register reduction over {dims(red)}"
+            what = f", register reduction over {_dims(red)}"
         else:
             code_inner = local + ScopeWriter(ctx, state, params).scope(entry)
             what = ""
@@ -348,3 +293,78 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local,
         lanes = str(tile) if tile else f"cpufree::pow2_at_least({range_extents(subsets.Range([rng[contiguous]]))[0]})"
         work = f"({outer_work}) * ({lanes})"
     return code, work, strategy, row, form, bound
+
+
+def _tile_reduction(ctx, state, entry, outputs, par, red, local, passed, contiguous, tile: int, dividers):
+    """A scheduled map whose contiguous dimension is reduced: a tile per output, lanes over the reduced dimensions
+    (the contiguous one last), a tile reduction. Returns ``(code, strategy after the tile sizes, row form, outer work,
+    work ranges)``."""
+    rng = dict(zip(list(entry.map.params), list(entry.map.range)))
+    red_order = [p for p in red if p != contiguous] + [contiguous]
+    red_ranges = [rng[p] for p in red_order]
+
+    def parts():
+        sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, "tile_reduce", "__tile.thread_rank() == 0")
+        return prologue, local + ScopeWriter(ctx, state, par, sinks).scope(entry), epilogue
+
+    def row_lines():  # printed where the row group is made (a container may live in a register there)
+        prologue, body, epilogue = parts()
+        return extent_decls(red_order, red_ranges, "") + reduction_lanes(
+            red_order, red_ranges, prologue, body, epilogue, "", dividers
+        )
+
+    extent = range_extents(subsets.Range([rng[contiguous]]))[0]
+    rows = " * ".join(f"({e})" for e in range_extents(subsets.Range([rng[p] for p in par]))) if par else "1"
+    inputs = {e.data.data for e in state.in_edges(entry) if not e.data.is_empty()}
+    row = [
+        RowForm(
+            list(par),
+            [rng[p] for p in par],
+            row_lines,
+            reduction=True,
+            want=f"cpufree::tile_for_reduction({extent}, {rows})",
+            bound=tile,
+            stored=frozenset(e.data.data for e in outputs) - inputs,
+        )
+    ]
+    prologue, body, epilogue = parts()
+    code, want = tiled_reduction(
+        par,
+        [rng[p] for p in par],
+        red_order,
+        [rng[p] for p in red_order],
+        contiguous,
+        tile,
+        prologue,
+        body,
+        epilogue,
+        passed,
+        dividers=dividers,
+    )
+    strategy = f"a tile per output {_dims(par)} ({layout(par)}), lanes over {_dims(red_order)}, tile reduction"
+    outer_work = _work(ctx, [rng[p] for p in par[-MAX_FUSED:]])
+    work_ranges = [rng[p] for p in par[-MAX_FUSED:]] + [rng[contiguous]]
+    return code, strategy, row, outer_work, work_ranges
+
+
+def _tile_columns(ctx, state, entry, outputs, par, red, local, passed, dividers):
+    """A scheduled map whose outputs lie along the contiguous dimension alone (columns): a lane per output, the
+    reduced dimensions split into ranges over the tiles. Returns what :func:`_scheduled_map` returns."""
+    rng = dict(zip(list(entry.map.params), list(entry.map.range)))
+    sinks, prologue, epilogue = _tile_accumulators(ctx, outputs, None, "__c < __cols", "__chunks > 1")
+    body = local + ScopeWriter(ctx, state, par, sinks).scope(entry)
+    code, want = tiled_columns(
+        par, [rng[p] for p in par], red, [rng[p] for p in red], prologue, body, epilogue, passed, "", dividers
+    )
+    strategy = (
+        f"tiles of up to 128 threads (picked at run time), a lane per output {_dims(par)}, {_dims(red)} split into "
+        "ranges over the tiles, combined by atomic adds where split"
+    )
+    outer_work = _work(ctx, [rng[p] for p in par])
+    work = None if outer_work is None else f"({outer_work}) * cpufree_warp"
+    return code, work, strategy, None, Form.TILE_COLUMNS, 1024
+
+
+def _dims(params) -> str:
+    """``(p0, p1, ...)``: a map's parameters as the strategies name them."""
+    return "(" + ", ".join(params) + ")"

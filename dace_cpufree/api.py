@@ -220,13 +220,7 @@ def compile(  # noqa: A001 - the API's name
     ``print(...)`` of scalars and calls of Python functions that DaCe turns into callbacks run on the host while
     the kernel's leader thread waits (scalar arguments and result; see ``docs/channel.md``).
     """
-    if backend not in BACKENDS:
-        raise CpufreeError(f"unknown backend '{backend}'. Fix: use one of {', '.join(BACKENDS)}.")
-    if load and backend == "cuda" and gpu_count() == 0:
-        raise LaunchError(
-            "no NVIDIA GPU is visible to this process. Fix: run on a GPU machine, or use "
-            "backend='emulate' to run the generated kernel on the host."
-        )
+    _check_backend(backend, load)
     opts = CompileOptions.resolve(
         backend=backend,
         scheduler=scheduler,
@@ -243,6 +237,28 @@ def compile(  # noqa: A001 - the API's name
         concurrent_steps=concurrent_steps,
         step_times=step_times,
     )
+    sdfg, functions, source, library = _built(program_or_sdfg, backend, opts)
+    if not load:
+        return library
+    return PersistentProgram(
+        sdfg, source, library, backend, progress=opts.progress, timeout=opts.timeout, callbacks=functions
+    )
+
+
+def _check_backend(backend: str, load: bool) -> None:
+    """Refuses an unknown backend, and a CUDA build to be loaded where no NVIDIA GPU is visible."""
+    if backend not in BACKENDS:
+        raise CpufreeError(f"unknown backend '{backend}'. Fix: use one of {', '.join(BACKENDS)}.")
+    if load and backend == "cuda" and gpu_count() == 0:
+        raise LaunchError(
+            "no NVIDIA GPU is visible to this process. Fix: run on a GPU machine, or use "
+            "backend='emulate' to run the generated kernel on the host."
+        )
+
+
+def _built(program_or_sdfg, backend: str, opts: CompileOptions) -> tuple:
+    """``(SDFG, host callbacks' functions, generated source, library)`` of the program transformed, generated and
+    built; a build error names the program line of the step it is in, where known."""
     sdfg = _transformed(program_or_sdfg, opts)
     functions = callables(program_or_sdfg, program_calls(sdfg))
     if communicates(sdfg) and backend == "emulate":
@@ -269,11 +285,7 @@ def compile(  # noqa: A001 - the API's name
         raise BuildError(
             f"{err}\nprogram line of that step: {where}", first_error=err.first_error, step=err.step
         ) from None
-    if not load:
-        return library
-    return PersistentProgram(
-        sdfg, source, library, backend, progress=opts.progress, timeout=opts.timeout, callbacks=functions
-    )
+    return sdfg, functions, source, library
 
 
 def prebuild(program_or_sdfg, backend: str = "cuda", **options) -> Path:

@@ -29,8 +29,9 @@ from .loop_into_map import MoveUpdateLoopsIntoMap
 from .loop_reductions import LoopAccumulationToMap, inside
 from .map_names import rename_map_parameters_named_like_data
 from .matvec_pairs import PairMatVecProducts
+from .product_coefficients import FoldScalingIntoProduct
 from .program_order import accesses, conflict
-from .scaled_products import FoldScalingIntoProduct, ScaleAfterProduct
+from .scaled_products import ScaleAfterProduct
 from .schedule import PERSISTENT_SCHEDULE
 
 

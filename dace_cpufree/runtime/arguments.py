@@ -1,11 +1,10 @@
-"""Arguments of a call as the launch takes them: scalar values checked against the declared types, device
-pointers of CuPy-like arrays, and what a call owns for an argument."""
+"""Arguments of a call as the launch takes them: a program's parameters read off the SDFG once
+(:class:`Signature`), the general path's binding of a call with its checks, and what a call owns for an argument. The
+common path is :mod:`.common_path`; the checks of single values are :mod:`.argument_values`."""
 
 from __future__ import annotations
 
 import difflib
-import math
-import sys
 import warnings
 from dataclasses import dataclass
 
@@ -14,6 +13,32 @@ import numpy as np
 from dace import data as dt
 
 from dace_cpufree.errors import ArgumentError
+
+from .argument_values import (
+    array_span,
+    array_value,
+    device_layout,
+    device_pointer,
+    is_integer,
+    overlap_error,
+    producer_stream,
+    scalar_value,
+    shared_written_memory,
+)
+from .common_path import CommonPath
+
+#: the value checks that the runtime and the tests import from here
+__all__ = [
+    "Bound",
+    "IgnoredKeywordWarning",
+    "Signature",
+    "array_value",
+    "device_layout",
+    "device_pointer",
+    "is_integer",
+    "producer_stream",
+    "scalar_value",
+]
 
 
 class IgnoredKeywordWarning(UserWarning):
@@ -36,168 +61,7 @@ class Bound:
     back: tuple[int, int, int] | None = None  # (destination, symmetric buffer, bytes) copied back after the run
 
 
-@dataclass(frozen=True)
-class _Sizes:
-    """For one layout of the input arrays (each one's shape and C-contiguous strides, in the order of
-    ``Signature._arrays``): the launch values with the symbol arguments' filled in, each returned array's slot, shape,
-    dtype."""
-
-    call: tuple  # the launch values, the symbol arguments' filled in
-    nbytes: tuple  # each input array's bytes
-    returns: tuple
-    symbols: dict  # the size symbols read off the shapes
-
-
-def device_pointer(value) -> int | None:
-    iface = getattr(value, "__cuda_array_interface__", None)
-    return None if iface is None else int(iface["data"][0])
-
-
-def device_layout(value) -> tuple[np.dtype, bool]:
-    """A device array's dtype and whether it is C-contiguous, as its ``__cuda_array_interface__`` states them, so
-    that any library's array reads alike (PyTorch's ``dtype`` is no NumPy dtype, and it has no ``flags``); strides
-    absent or ``None`` mean C-contiguous, and a dimension of one element may have any stride."""
-    iface = value.__cuda_array_interface__
-    dtype = np.dtype(iface["typestr"])
-    shape, strides = tuple(iface["shape"]), iface.get("strides")
-    if strides is None or 0 in shape:
-        return dtype, True
-    expected = _c_strides(shape, dtype.itemsize)
-    return dtype, all(stride == want for size, stride, want in zip(shape, strides, expected) if size > 1)
-
-
-def producer_stream(value) -> int | None:
-    """The stream on which a device array's producer may still be writing it, as its ``__cuda_array_interface__``
-    (version 3) names it: a CUDA stream handle (1: the legacy default stream, 2: the per-thread default one);
-    ``None`` where it names none or the value is no device array."""
-    iface = getattr(value, "__cuda_array_interface__", None)
-    stream = None if iface is None else iface.get("stream")
-    return None if stream is None else int(stream)
-
-
-def scalar_value(program: str, arg, value):
-    """A scalar argument as its ctypes type takes it; integers for integer parameters (a float would be cut)."""
-    dtype = np.dtype(arg.desc.dtype.as_numpy_dtype())
-    kind = "an integer" if dtype.kind in "iub" else "a real number" if dtype.kind == "f" else f"a {dtype} value"
-    if isinstance(value, (bool, int, float, complex, np.generic)):
-        have, item = np.asarray(value).dtype.kind, value.item() if isinstance(value, np.generic) else value
-    elif getattr(value, "shape", None) == () and hasattr(value, "dtype"):  # a 0-d NumPy or CuPy array
-        have, item = np.dtype(value.dtype).kind, value.item()
-    else:
-        have = item = None
-    if have is not None:
-        if dtype.kind in "iub" and have in "iub":
-            return item
-        if dtype.kind in "fc" and have in "iubf" + ("c" if dtype.kind == "c" else ""):
-            return item
-    raise ArgumentError(
-        f"{program}: '{arg.name}' is {value!r} ({type(value).__name__}), the program declares it "
-        f"{arg.desc.dtype.to_string()}: {kind}. Fix: pass {kind}"
-        + (f" (int({arg.name}) if the value is whole)." if dtype.kind in "iub" else ".")
-    )
-
-
-def is_integer(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def array_value(program: str, arg, value, rank: int, declared: str, dtype) -> object:
-    """An array argument as the kernel takes it: an array (not a list), with extra unit dimensions dropped down to
-    the declared ``rank`` (``(N, 1)`` for ``float64[N]``, as upstream DaCe accepts), writable where the program
-    writes it; else an :class:`ArgumentError` naming the parameter and the fix."""
-    name = arg.name
-    if not hasattr(value, "shape") or not hasattr(value, "dtype"):
-        raise ArgumentError(
-            f"{program}: '{name}' is a {type(value).__name__}, the program expects an array ({declared}). "
-            f"Fix: pass np.asarray(...) with dtype {dtype} (or a CuPy array)."
-        )
-    shape = list(value.shape)
-    while len(shape) > rank and 1 in shape:  # drop unit dimensions, last first, down to the declared rank
-        del shape[len(shape) - 1 - shape[::-1].index(1)]
-    if len(shape) != len(value.shape) and len(shape) == rank:
-        value = value.reshape(shape)
-    if arg.written and getattr(getattr(value, "flags", None), "writeable", True) is False:
-        raise ArgumentError(
-            f"{program}: '{name}' is read-only, and the program writes it. Fix: pass a writable copy ({name}.copy())."
-        )
-    return value
-
-
-# ---- the program's parameters, read off the SDFG once -------------------------------------------------------
-
-#: Scalar types a call may pass by the common path; which of them a parameter takes follows :func:`scalar_value`.
-_SCALAR_TYPES = (bool, int, float, complex, np.bool_, np.float16, np.float32, np.float64, np.complex64, np.complex128)
-_SCALAR_TYPES += tuple(np.dtype(c).type for c in "bhilqBHILQ")
-_INT_RANGE = (-(1 << 63), 1 << 64)  # Python ints NumPy reads as a fixed-size integer (others: object arrays)
-_KEPT_SIZES = 256  # sets of shapes (and orders of keywords) the common path keeps what it worked out for, at most
-
-
-def _scalar_types(arg) -> dict:
-    """The types of :data:`_SCALAR_TYPES` that :func:`scalar_value` accepts for the scalar parameter ``arg``, each
-    with how the common path passes it: ``np.generic`` (its ``item()``, as :func:`scalar_value` does), ``int``
-    (as it is, once within the integers NumPy reads as fixed-size ones) or ``True`` (as it is: a built-in scalar,
-    or a NumPy one that is a built-in float or complex too, such as ``np.float64``)."""
-    dtype = np.dtype(arg.desc.dtype.as_numpy_dtype())
-    takes = "iub" if dtype.kind in "iub" else "iubf" + ("c" if dtype.kind == "c" else "")
-    passes = {
-        t: int if t is int else True if issubclass(t, (float, complex)) or t is bool else np.generic
-        for t in _SCALAR_TYPES
-    }
-    return {t: how for t, how in passes.items() if np.dtype(t).kind in takes}
-
-
-def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides, step = [], itemsize
-    for size in reversed(shape):
-        strides.append(step)
-        step *= size
-    return tuple(reversed(strides))
-
-
-def _span(value, device: bool) -> tuple[tuple[int, int] | None, bool]:
-    """The bytes ``[first, end)`` an array argument covers (``None`` where it holds nothing or is not C-contiguous,
-    which the launch refuses with its own message), and whether the kernel takes it by pointer (``False``: the launch
-    copies it, a NumPy array for a GPU backend)."""
-    ptr = device_pointer(value) if device else None
-    by_pointer = ptr is not None or not device
-    if ptr is not None:
-        contiguous = device_layout(value)[1]
-    else:
-        iface = getattr(value, "__array_interface__", None)
-        ptr = None if iface is None else int(iface["data"][0])
-        contiguous = getattr(getattr(value, "flags", None), "c_contiguous", True)
-    nbytes = int(getattr(value, "nbytes", 0))
-    if ptr is None or nbytes == 0 or not contiguous:
-        return None, by_pointer
-    return (ptr, ptr + nbytes), by_pointer
-
-
-def shared_written_memory(spans: list) -> tuple[str, str] | None:
-    """Two parameters whose arrays share memory where that could change the answer: ``spans`` holds ``(name,
-    (first, end) or None, written, by_pointer)``. The kernel reads and writes its arrays as distinct (DaCe's code and
-    ours order steps by the containers they name), so an array written while another name reads or writes the same
-    memory would give an answer NumPy does not. Arrays the launch copies in and (where written) back may share memory
-    unless both are written (then one copy back would overwrite the other)."""
-    for i, (name, span, written, by_pointer) in enumerate(spans):
-        if span is None:
-            continue
-        for other, other_span, other_written, other_by_pointer in spans[i + 1 :]:
-            if other_span is None or not (span[0] < other_span[1] and other_span[0] < span[1]):
-                continue
-            if (written and other_written) or ((written or other_written) and by_pointer and other_by_pointer):
-                return (name, other) if written else (other, name)
-    return None
-
-
-def overlap_error(program: str, names: tuple[str, str]) -> ArgumentError:
-    written, other = names
-    return ArgumentError(
-        f"{program}: '{written}' and '{other}' share memory, and the program writes '{written}'. The kernel takes "
-        f"its arrays as distinct, so the result would differ from NumPy's. Fix: pass a copy ({other}.copy())."
-    )
-
-
-class Signature:
+class Signature(CommonPath):
     """A program's parameters as its launch takes them, read off the SDFG once (DaCe's property access and sympy
     are slow per call).
 
@@ -241,171 +105,9 @@ class Signature:
         self._shapes = {}  # symbol values -> {container: shape}
         self._last_key, self._last_shapes = None, None
         self.device = device
-        # the common path's facts
-        self._name_set = frozenset(self.names)
-        returned = {n for n, _ in self.returns}
-        slots = {a.name: i for i, a in enumerate(host_args)}
-        inputs = [a for a in arrays if a.name not in returned]
-        # not where a parameter is a size symbol (its value is given, not read off the shapes) or an array the launch
-        # does not take (the general path still reads sizes off it)
-        given = [n for n in self.names if n in self.symbol_names or (n in self.declared_shapes and n not in self.kinds)]
-        self._quick = quick and not given and all(a.name in self._name_set for a in inputs + scalars)
-        self._arrays = [(a.name, self.dtypes[a.name]) for a in inputs]
-        self._array_slots = [slots[a.name] for a in inputs]
-        self._written = [i for i, a in enumerate(inputs) if a.written]
-        # the pairs of input arrays of which at least one is written: where their memory overlaps, the common path
-        # leaves the call to the general one, which refuses it (shared_written_memory)
-        self._written_pairs = [
-            (i, j)
-            for i in range(len(inputs))
-            for j in range(i + 1, len(inputs))
-            if inputs[i].written or inputs[j].written
-        ]
-        self._given = {}  # keyword names in call order -> the size names among them (False: not the common kind)
         self._ignored = set()  # the sets of unknown keywords ignored (and warned about) so far
-        self._scalars = [(slots[a.name], a.name, _scalar_types(self.kinds[a.name])) for a in scalars]
-        self._sizes = {}  # the input arrays' shapes and strides -> what the common path needs for them (_for_sizes)
-        self._kind = None  # the type of array the common path takes, once known (_array_type)
-        self._check_sizes = check_sizes
         self._symbol_args = [a.name for a in host_args if a.kind == "symbol"]
-        # the symbols that the declared shapes of the input and returned arrays need, and the symbol arguments
-        shaped = [a.name for a in inputs] + [n for n, _ in self.returns]
-        dims = [d for n in shaped for d in self.declared_shapes[n] if dace.symbolic.issymbolic(d)]
-        self._needed = {str(s) for d in dims for s in d.free_symbols} | set(self._symbol_args)
-
-    # ---- the common path --------------------------------------------------------------------------------------
-
-    def _array_type(self):
-        """The type of array the common path takes: CuPy's (once imported) for a GPU backend, NumPy's for the host
-        emulation; ``None`` where there is none yet."""
-        if not self.device:
-            return np.ndarray
-        cupy = sys.modules.get("cupy")
-        return None if cupy is None else cupy.ndarray
-
-    def quick(self, args: tuple, kwargs: dict):
-        """``(launch values in the launcher's order, arrays returned)`` of a call of the common kind (see the class),
-        else ``None``. Raises only what checking a new set of sizes raises (``check_sizes``)."""
-        if not self._quick:
-            return None
-        if kwargs:
-            if args:
-                return None
-            keys = tuple(kwargs)
-            sizes_given = self._given.get(keys)
-            if sizes_given is None:
-                sizes_given = self._given_for(keys)
-            if sizes_given is False:
-                return None
-            values = kwargs
-        elif len(args) == len(self.names):
-            values, sizes_given = dict(zip(self.names, args)), ()
-        else:
-            return None
-        kind = self._kind or self._array_type()
-        if kind is None:
-            return None
-        self._kind = kind
-        device = self.device
-        arrays, layout, starts = [], [], []
-        for name, dtype in self._arrays:  # one pass: type, dtype, then shape and strides as the key of the sizes
-            value = values[name]
-            if type(value) is not kind or value.dtype != dtype:
-                return None
-            arrays.append(value)
-            layout.append(value.shape)
-            layout.append(value.strides)
-            starts.append(value.data.ptr if device else value.ctypes.data)
-        layout = tuple(layout)
-        sizes = self._sizes.get(layout)
-        if sizes is None:
-            sizes = self._for_sizes(layout)
-            if sizes is None:
-                return None
-        for name in sizes_given:  # each the value the shapes give it, else the general path says why
-            value = kwargs[name]
-            if not is_integer(value) or sizes.symbols.get(name) != value:
-                return None
-        call = list(sizes.call)
-        for slot, start in zip(self._array_slots, starts):
-            call[slot] = start
-        if not device:
-            for i in self._written:
-                if not arrays[i].flags.writeable:
-                    return None
-        nbytes = sizes.nbytes
-        for i, j in self._written_pairs:  # memory shared with a written array: the general path refuses the call
-            if starts[i] < starts[j] + nbytes[j] and starts[j] < starts[i] + nbytes[i]:
-                return None
-        for slot, name, takes in self._scalars:
-            value = values[name]
-            item = takes.get(type(value))
-            if item is None or (item is int and not _INT_RANGE[0] <= value < _INT_RANGE[1]):
-                return None
-            call[slot] = value.item() if item is np.generic else value
-        returned = []
-        if sizes.returns:
-            if device and not arrays:
-                return None  # no device array to place the returned ones beside
-            new = sys.modules["cupy"].empty if device else np.empty
-            for slot, shape, dtype in sizes.returns:
-                out = new(shape, dtype=dtype)
-                returned.append(out)
-                call[slot] = out.data.ptr if device else out.ctypes.data
-        return call, returned
-
-    def _given_for(self, keys: tuple):
-        """The names among a call's keywords ``keys`` that are not parameters (sizes beside them, as NPBench passes
-        them; checked against the shapes by :meth:`quick`), or ``False`` where the keywords do not name every
-        parameter (kept per order of keywords)."""
-        given = tuple(k for k in keys if k not in self._name_set)
-        if len(keys) - len(given) != len(self._name_set):
-            given = False
-        else:
-            unknown = frozenset(k for k in given if k not in self.symbol_names)
-            if unknown and unknown not in self._ignored:
-                return False  # the general path warns once that it ignores them (bind_names)
-            given = tuple(k for k in given if k in self.symbol_names)
-        if len(self._given) >= _KEPT_SIZES:
-            self._given.clear()
-        self._given[keys] = given
-        return given
-
-    def _for_sizes(self, layout: tuple):
-        """What the common path needs for the input arrays' ``layout`` (each one's shape and strides; kept): the launch
-        values that follow from the shapes, each returned array's slot, shape and dtype; ``None`` where the shapes do
-        not fit the program or an array is not C-contiguous (the general path says why). New sizes are checked by
-        ``check_sizes``."""
-        shapes, strides = layout[0::2], layout[1::2]
-        for shape, stride, (_, dtype) in zip(shapes, strides, self._arrays):
-            if len(shape) != len(stride) or tuple(stride) != _c_strides(shape, dtype.itemsize):
-                return None
-        symbols = {}
-        for (name, _), shape in zip(self._arrays, shapes):
-            dims = self.dims[name]
-            if len(shape) != len(dims):
-                return None
-            for sym, size in zip(dims, shape):
-                if sym is not None:
-                    symbols.setdefault(sym, int(size))
-        if not self._needed <= symbols.keys():
-            return None
-        if any(self.shape(name, symbols) != shape for (name, _), shape in zip(self._arrays, shapes)):
-            return None
-        if self._check_sizes is not None:
-            self._check_sizes(symbols)
-        call = [symbols.get(a.name) if a.kind == "symbol" else None for a in self.host_args]
-        slots = {a.name: i for i, a in enumerate(self.host_args)}
-        sizes = _Sizes(
-            call=tuple(call),
-            nbytes=tuple(math.prod(shape) * dtype.itemsize for shape, (_, dtype) in zip(shapes, self._arrays)),
-            returns=tuple((slots[n], self.shape(n, symbols), dtype) for n, dtype in self.returns),
-            symbols=symbols,
-        )
-        if len(self._sizes) >= _KEPT_SIZES:
-            self._sizes.clear()
-        self._sizes[layout] = sizes
-        return sizes
+        self._prepare_common(host_args, arrays, scalars, quick, check_sizes)
 
     # ---- the general path -------------------------------------------------------------------------------------
 
@@ -465,7 +167,7 @@ class Signature:
         spans = []
         for name, value in values.items():
             if name in self.kinds and self.kinds[name].kind == "array":
-                span, by_pointer = _span(value, self.device)
+                span, by_pointer = array_span(value, self.device)
                 spans.append((name, span, self.kinds[name].written, by_pointer and name not in self.copied))
         shared = shared_written_memory(spans)
         if shared is not None:

@@ -7,8 +7,8 @@ from dace_cpufree.errors import KernelHang
 
 def hang_report(host) -> KernelHang | None:
     """The :class:`KernelHang` that a kernel built with ``debug_waits`` reported through the channel of ``host`` (a
-    :class:`~.channel.ChannelHost`): a grid sync that waited too long, or blocks that met at different grid syncs;
-    ``None`` where it reported none."""
+    :class:`~.channel_memory.ChannelHost`): a grid sync that waited too long, or blocks that met at different grid
+    syncs; ``None`` where it reported none."""
     facts = host.facts
     if facts.debug_waits is None or host.hang_word("SITE") == 0:
         return None

@@ -10,34 +10,22 @@ import dace
 from dace_cpufree.codegen import DIALECTS, KernelSource, generate
 from dace_cpufree.codegen.channel import ChannelSpec, program_calls, program_channel, program_waits
 from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
-from dace_cpufree.frontend.callbacks import callables, host_callbacks
+from dace_cpufree.frontend.callbacks import callables
 from dace_cpufree.frontend.parse_errors import frontend_errors
 from dace_cpufree.frontend.source_forms import everyday_forms
 from dace_cpufree.options import CompileOptions
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
-from dace_cpufree.transformations import FusePersistentKernel, PrepareCommunication, ScheduleThreads
-from dace_cpufree.transformations.arg_reductions import split_arg_reductions
-from dace_cpufree.transformations.block_scopes import prepare_block_scopes
-from dace_cpufree.transformations.frontend_states import rehome_nested_call_states
-from dace_cpufree.transformations.numpy_types import check_mean_bindings, numpy_result_types
-from dace_cpufree.transformations.rounded_sizes import round_library_sizes_as_integers
-from dace_cpufree.transformations.typed_copies import convert_typed_copies
+from dace_cpufree.transformations import pipeline
 from dace_cpufree.vocabulary import collectives, communicates, has_symmetric
 
 
-def _to_sdfg(program_or_sdfg) -> dace.SDFG:
+def _to_sdfg(program_or_sdfg, opts: CompileOptions) -> dace.SDFG:
     if isinstance(program_or_sdfg, dace.SDFG):
         return copy.deepcopy(program_or_sdfg)
     if hasattr(program_or_sdfg, "to_sdfg"):
         with frontend_errors(getattr(program_or_sdfg, "name", "program")), everyday_forms(program_or_sdfg) as program:
             sdfg = program.to_sdfg(simplify=False)
-        rehome_nested_call_states(sdfg)  # np.mean in a loop or branch: its states in the wrong region
-        check_mean_bindings(sdfg)  # a wrong binding of DaCe's frontend, refused
-        numpy_result_types(sdfg)  # before simplification copies the transients' types into symbols
-        convert_typed_copies(sdfg)  # C[:] = np.sum(int_array): a conversion, before simplification makes it a view
-        sdfg.simplify(validate=False)
-        round_library_sizes_as_integers(sdfg)  # np.sum(x[1:M:3]): int_ceil(M - 1, 3), which survives DaCe's reparsing
-        return sdfg
+        return pipeline.run(sdfg, pipeline.PARSED, opts)
     raise CpufreeError(
         f"expected a @dace.program or a dace.SDFG, got {type(program_or_sdfg).__name__}. "
         "Fix: decorate the function with @dace.program."
@@ -81,30 +69,8 @@ def persistent_sdfg(
 
 
 def _transformed(program_or_sdfg, opts: CompileOptions) -> dace.SDFG:
-    sdfg = _to_sdfg(program_or_sdfg)
-    host_callbacks(sdfg)  # print(...) and Python callbacks: calls through the channel (frontend/callbacks.py)
-    symbols = opts.symbols
-    if symbols:
-        unknown = sorted(set(symbols) - set(map(str, sdfg.free_symbols)))
-        if unknown:
-            raise CpufreeError(
-                f"symbols {', '.join(unknown)} are not free symbols of '{sdfg.name}'. "
-                f"Fix: specialize some of {', '.join(sorted(map(str, sdfg.free_symbols)))}."
-            )
-        sdfg.replace_dict({k: int(v) for k, v in symbols.items()})
-        for k in symbols:
-            if k in sdfg.symbols:
-                sdfg.remove_symbol(k)
-    shmem_backend = "cuda" if opts.backend == "emulate" else opts.backend
-    prepare_block_scopes(sdfg)  # @mapgridscope: before the communication is placed, which needs one flat SDFG
-    split_arg_reductions(sdfg)  # np.argmax/argmin: two reductions a device atomic can combine
-    PrepareCommunication(shmem_backend, opts.shmem_transport, opts.early_puts).apply_pass(sdfg, {})
-    FusePersistentKernel().apply_pass(sdfg, {})
-    ScheduleThreads(
-        tile_sizes=opts.tile_sizes, enabled=bool(opts.scheduler), elementwise=opts.scheduler == "all"
-    ).apply_pass(sdfg, {})
-    sdfg.validate()
-    return sdfg
+    """The program's SDFG through the declared pipeline (:mod:`dace_cpufree.transformations.pipeline`)."""
+    return pipeline.run(_to_sdfg(program_or_sdfg, opts), pipeline.PERSISTENT, opts)
 
 
 def kernel_source(program_or_sdfg, backend: str = "cuda", **options) -> KernelSource:

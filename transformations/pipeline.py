@@ -25,7 +25,7 @@ from .fuse_persistent import FusePersistentKernel
 from .numpy_types import check_mean_bindings, numpy_result_types
 from .rounded_sizes import round_library_sizes_as_integers
 from .schedule_threads import ScheduleThreads
-from .typed_copies import convert_typed_copies
+from .typed_copies import convert_typed_copies, keep_assignments_apart
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ PARSED: tuple[Stage, ...] = (
     Stage("a mean bound to its sum refused", "nothing", lambda s, o: check_mean_bindings(s)),
     Stage("NumPy's result types", "container types, tasklet casts", lambda s, o: numpy_result_types(s)),
     Stage("copies between types made conversions", "dataflow", lambda s, o: convert_typed_copies(s)),
+    Stage("assignments computed from their target kept apart", "dataflow", lambda s, o: keep_assignments_apart(s)),
     Stage("DaCe's simplification", "everything", lambda s, o: s.simplify(validate=False)),
     Stage("library sizes as integer roundings", "library memlets", lambda s, o: round_library_sizes_as_integers(s)),
 )

@@ -6,6 +6,11 @@ the integer type, so the reduction's bits are written into ``C`` as they are (up
 denormals; ours failed to build). NumPy converts on assignment. :func:`convert_typed_copies` replaces each copy
 between access nodes of different element types by a map of one assignment per element, which C++ converts, and
 which no simplification turns into a view.
+
+The same simplification breaks ``y[:-1] = np.max(A[:-1, :-1] + np.sqrt(y[1:]), axis=1)``: the reduction's result
+becomes a view of ``y``, and once the reduction is expanded its initial values are written into ``y`` with no order
+after the reads of ``y[1:]`` (the emulation's race checker sees it; upstream DaCe alike). :func:`keep_assignments_apart`
+makes such a copy a map too, so the reduction writes a transient of its own.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import dace
 from dace import data as dt
 from dace import subsets
+from dace.libraries.standard.nodes import Reduce
 from dace.memlet import Memlet
 from dace.sdfg import nodes
 
@@ -57,6 +63,69 @@ def _convert(sdfg: dace.SDFG, state: dace.SDFGState, edge) -> bool:
     )
     state.remove_edge(edge)
     return True
+
+
+def _upstream_reads(state: dace.SDFGState, node, containers: set[str]) -> bool:
+    """Whether a node upstream of ``node`` in ``state`` is an access node of one of ``containers``."""
+    seen, todo = set(), [node]
+    while todo:
+        for e in state.in_edges(todo.pop()):
+            if e.src in seen:
+                continue
+            seen.add(e.src)
+            if isinstance(e.src, nodes.AccessNode) and e.src.data in containers:
+                return True
+            todo.append(e.src)
+    return False
+
+
+def _derived(sdfg: dace.SDFG, target: str) -> set[str]:
+    """The containers whose values are computed, through any chain of states and views, from ``target``."""
+    derived, changed = {target}, True
+    while changed:
+        changed = False
+        for state in sdfg.states():
+            for node in state.data_nodes():
+                if node.data not in derived and state.in_degree(node) and _upstream_reads(state, node, derived):
+                    derived.add(node.data)
+                    changed = True
+    return derived
+
+
+def _reduction_output(sdfg: dace.SDFG, name: str) -> bool:
+    """Whether a reduction writes container ``name``."""
+    return any(
+        isinstance(e.src, Reduce)
+        for state in sdfg.states()
+        for node in state.data_nodes()
+        if node.data == name
+        for e in state.in_edges(node)
+    )
+
+
+def keep_assignments_apart(sdfg: dace.SDFG) -> int:
+    """Replaces, in ``sdfg`` and its nested SDFGs, every copy into an array of a transient that a reduction writes
+    from values computed from that array (``y[:-1] = np.max(A + y[1:], axis=1)``) by a copying
+    map; returns how many. NumPy computes the right-hand side before it assigns; DaCe's simplification would make
+    the transient a view of the array, and the reduction's initial values, once expanded and inlined, are written
+    with no order after the reads of the array (upstream DaCe alike)."""
+    done = 0
+    for sd in sdfg.all_sdfgs_recursive():
+        derived = {}
+        for state in sd.states():
+            for edge in list(state.edges()):
+                if not (isinstance(edge.src, nodes.AccessNode) and isinstance(edge.dst, nodes.AccessNode)):
+                    continue
+                a, b = sd.arrays[edge.src.data], sd.arrays[edge.dst.data]
+                if not a.transient or isinstance(a, dt.View) or isinstance(b, dt.View) or edge.data.is_empty():
+                    continue
+                if not _reduction_output(sd, edge.src.data):
+                    continue
+                if edge.dst.data not in derived:
+                    derived[edge.dst.data] = _derived(sd, edge.dst.data)
+                if edge.src.data in derived[edge.dst.data]:
+                    done += _convert(sd, state, edge)
+    return done
 
 
 def convert_typed_copies(sdfg: dace.SDFG) -> int:

@@ -1,5 +1,6 @@
 """An assignment converts to the target's type as NumPy's does: a reduction of an integer or float32 array assigned to
-a float64 array (DaCe's frontend copies it, and its simplification made the copy a view of the other type)."""
+a float64 array (DaCe's frontend copies it, and its simplification made the copy a view of the other type); and a
+reduction assigned to the array it reads computes before it writes."""
 
 import dace
 import numpy as np
@@ -14,6 +15,22 @@ N, M = (dace.symbol(s) for s in "NM")
 def reductions_into_other_types(A: dace.int64[N, M], F: dace.float32[N, M], C: dace.float64[M], D: dace.float64[M]):
     C[:] = np.sum(A, axis=0)
     D[:] = np.max(F, axis=0)
+
+
+@dace.program
+def reduction_of_its_own_target(A: dace.float64[N, N], y: dace.float64[N]):
+    y[:-1] = np.max(A[:-1, :-1] + np.sqrt(y[1:]), axis=1)
+
+
+def test_a_reduction_assigned_to_the_array_it_reads_computes_first():
+    rng = np.random.default_rng(9)
+    A, y = rng.random((40, 40)), rng.random(40)
+    want = y.copy()
+    want[:-1] = np.max(A[:-1, :-1] + np.sqrt(y[1:]), axis=1)
+    for order in ("forward", "reverse", "shuffle"):
+        got = y.copy()
+        dace_cpufree.compile(reduction_of_its_own_target, backend="emulate", race_check=order)(A, got)
+        np.testing.assert_allclose(got, want, rtol=1e-14)
 
 
 def _inputs():

@@ -23,9 +23,10 @@ def _to_sdfg(program_or_sdfg, opts: CompileOptions) -> dace.SDFG:
     if isinstance(program_or_sdfg, dace.SDFG):
         return copy.deepcopy(program_or_sdfg)
     if hasattr(program_or_sdfg, "to_sdfg"):
-        with frontend_errors(getattr(program_or_sdfg, "name", "program")), everyday_forms(program_or_sdfg) as program:
-            sdfg = program.to_sdfg(simplify=False)
-        return pipeline.run(sdfg, pipeline.PARSED, opts)
+        with frontend_errors(getattr(program_or_sdfg, "name", "program")):
+            with everyday_forms(program_or_sdfg) as program:
+                sdfg = program.to_sdfg(simplify=False)
+            return pipeline.run(sdfg, pipeline.PARSED, opts)
     raise CpufreeError(
         f"expected a @dace.program or a dace.SDFG, got {type(program_or_sdfg).__name__}. "
         "Fix: decorate the function with @dace.program."
@@ -70,7 +71,9 @@ def persistent_sdfg(
 
 def _transformed(program_or_sdfg, opts: CompileOptions) -> dace.SDFG:
     """The program's SDFG through the declared pipeline (:mod:`dace_cpufree.transformations.pipeline`)."""
-    return pipeline.run(_to_sdfg(program_or_sdfg, opts), pipeline.PERSISTENT, opts)
+    sdfg = _to_sdfg(program_or_sdfg, opts)
+    with frontend_errors(sdfg.name, transforming=True):
+        return pipeline.run(sdfg, pipeline.PERSISTENT, opts)
 
 
 def kernel_source(program_or_sdfg, backend: str = "cuda", **options) -> KernelSource:

@@ -104,11 +104,12 @@ def _reduction_output(sdfg: dace.SDFG, name: str) -> bool:
 
 
 def keep_assignments_apart(sdfg: dace.SDFG) -> int:
-    """Replaces, in ``sdfg`` and its nested SDFGs, every copy into an array of a transient that a reduction writes
-    from values computed from that array (``y[:-1] = np.max(A + y[1:], axis=1)``) by a copying
-    map; returns how many. NumPy computes the right-hand side before it assigns; DaCe's simplification would make
-    the transient a view of the array, and the reduction's initial values, once expanded and inlined, are written
-    with no order after the reads of the array (upstream DaCe alike)."""
+    """Replaces, in ``sdfg`` and its nested SDFGs, by a copying map every copy into an array of a transient that a
+    reduction writes, where its value was computed from that array (``y[:-1] = np.max(A + y[1:], axis=1)``) or where
+    the region copied to has other strides than the transient (:func:`_same_layout`); returns how many. NumPy
+    computes the right-hand side before it assigns; DaCe's simplification would make the transient a view of the
+    array, and the reduction's initial values, once expanded and inlined, are written with no order after the reads
+    of the array (upstream DaCe alike)."""
     done = 0
     for sd in sdfg.all_sdfgs_recursive():
         derived = {}
@@ -121,11 +122,31 @@ def keep_assignments_apart(sdfg: dace.SDFG) -> int:
                     continue
                 if not _reduction_output(sd, edge.src.data):
                     continue
+                if not _same_layout(sd, state, edge):
+                    done += _convert(sd, state, edge)
+                    continue
                 if edge.dst.data not in derived:
                     derived[edge.dst.data] = _derived(sd, edge.dst.data)
                 if edge.src.data in derived[edge.dst.data]:
                     done += _convert(sd, state, edge)
     return done
+
+
+def _same_layout(sdfg: dace.SDFG, state: dace.SDFGState, edge) -> bool:
+    """Whether the copy's source (a contiguous transient) has the strides of the region it is copied to, so that it
+    can be that region's view: DaCe's simplification makes it one keeping the transient's own strides
+    (``B[:, 1:] = np.sum(A, axis=0)`` wrote ``B`` as if its rows were one element shorter; upstream DaCe alike)."""
+    _, src_sub, dst, dst_sub = memlets.ends(state, edge)
+    if dst_sub is None:
+        return True
+    target = sdfg.arrays[dst]
+    kept = [stride for stride, size in zip(target.strides, dst_sub.size()) if size != 1]
+    source = [
+        stride
+        for stride, size in zip(sdfg.arrays[edge.src.data].strides, sdfg.arrays[edge.src.data].shape)
+        if size != 1
+    ]
+    return len(kept) == len(source) and all(dace.symbolic.equal(a, b) is True for a, b in zip(kept, source))
 
 
 def convert_typed_copies(sdfg: dace.SDFG) -> int:

@@ -260,7 +260,7 @@ def _line(program, offset: int) -> str:
         (every_other_reversed, 2, ["Negative strides", "`r = x[::-1]` then `r[::2]`"]),
         (rows_by_mask, 2, ["mask's shape", "Fix: "]),
         (scalar_bounds_then_map, 3, ["__sym_", "size symbols", "move the slice after the map"]),
-        (nested_scalar_lists, 2, ["DaCe's frontend cannot parse", "np.array([[a, b], [b, a]])", "Fix: "]),
+        (nested_scalar_lists, 2, ["DaCe cannot parse", "np.array([[a, b], [b, a]])", "Fix: "]),
     ],
 )
 def test_what_cannot_run_is_refused_at_the_users_line(program, offset, words):

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dace_cpufree.cpp import indent
+
 from . import ir
-from .loops import indent
 
 
 @dataclass(frozen=True)

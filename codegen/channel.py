@@ -6,16 +6,18 @@ as progress when asked, and the library gets the host entry points of :data:`CHA
 of this is printed: the generated code is the same as without this module.
 
 The channel's memory layout is declared here once (:class:`ChannelLayout`): the generator defines its indices for
-the header, and the runtime reads them from :attr:`KernelSource.channel` (a :class:`ChannelFacts`).
+the header, and the runtime reads them from :attr:`KernelSource.channel` (a :class:`ChannelFacts`). What the
+frontend's tasklets carry for it (tag numbers, waits' and host calls' facts) is in :mod:`dace_cpufree.channel_marks`.
 """
 
 from __future__ import annotations
 
 import json
-import zlib
 from dataclasses import dataclass, field
 
 from dace.sdfg import nodes
+
+from dace_cpufree.channel_marks import HostCall, tag_number
 
 from . import ir
 
@@ -57,24 +59,6 @@ class ChannelSpec:
     debug_waits: float | None = None
 
 
-@dataclass(frozen=True)
-class HostCall:
-    """One host callback of the program (a ``print`` or a Python function DaCe could not parse), as the kernel
-    calls it through the channel's call slot.
-
-    :ivar id: its number in the request's ``HEAD`` word (the index in :attr:`ChannelFacts.calls`).
-    :ivar name: the callback's name in the SDFG (its symbol; the callable is looked up by it).
-    :ivar args: the kind of each argument word (:data:`VALUE_KINDS`); :ivar results: of each result word.
-    :ivar source: ``file:line`` of the call in the program.
-    """
-
-    id: int
-    name: str
-    args: tuple = ()
-    results: tuple = ()
-    source: str = ""
-
-
 @dataclass
 class ChannelFacts:
     """The channel of a generated kernel, for the runtime.
@@ -92,7 +76,7 @@ class ChannelFacts:
     record: int = RECORD
     sites: list = field(default_factory=list)
     tags: dict = field(default_factory=dict)
-    #: host callbacks (:class:`HostCall`), by id; empty: no call slot
+    #: host callbacks (:class:`~dace_cpufree.channel_marks.HostCall`), by id; empty: no call slot
     calls: list = field(default_factory=list)
     call_timeout: float = 60.0
     #: debug mode (``debug_waits`` seconds): the hang report's words follow the call slot
@@ -200,14 +184,6 @@ def shmem_define(channel: ChannelFacts | None, shmem: bool, direct_stores: bool)
     if channel is None or not shmem:
         return ""
     return f"#define CPUFREE_CHANNEL_SHMEM {2 if direct_stores else 1}\n"
-
-
-def wait_fact(flag: str, source: str) -> dict:
-    """What the tasklet of a wait for a peer's signal carries for the channel (``cpufree_wait`` in its location):
-    its number (a CRC; 0 and 1 are an Allreduce's and a PE barrier's waits), the flag and the program line."""
-    where = source.rsplit("/", 1)[-1]  # the number does not depend on where the program's file lies
-    number = tag_number(f"{flag} {where}")
-    return {"id": number if number > 1 else number + 2, "flag": flag, "source": source}
 
 
 def program_waits(sdfg) -> dict:
@@ -356,23 +332,6 @@ def host_code(channel: ChannelFacts) -> str:
     code = CHANNEL_HOST.format(words=channel.words)
     code += CALL_HOST if channel.calls else ""
     return code + (DEBUG_HOST if channel.debug_waits is not None else "")
-
-
-def tag_number(tag: str) -> int:
-    """The number a string notification tag travels as (a CRC: the same in every program and process)."""
-    return zlib.crc32(tag.encode()) & 0x7FFFFFFF
-
-
-def call_code(call: HostCall, args: list[str], results: list[str]) -> str:
-    """The C++ body of a host callback's tasklet: the leader writes the arguments to the call slot and waits for
-    the host's answer (``cpufree::channel::call``). ``args``/``results``: the tasklet's connectors, in order."""
-    words = ", ".join(f"cpufree::channel::to_word({a})" for a in args) or "0"
-    lines = [f"long long __cpufree_args[{max(len(args), 1)}] = {{{words}}};"]
-    lines.append(f"long long __cpufree_results[{max(len(results), 1)}] = {{0}};")
-    lines.append(f"cpufree::channel::call({call.id}, __cpufree_args, {len(args)}, __cpufree_results, {len(results)});")
-    for k, (conn, kind) in enumerate(zip(results, call.results)):
-        lines.append(f"{conn} = cpufree::channel::from_word<decltype({conn})>(__cpufree_results[{k}], '{kind}');")
-    return "\n".join(lines)
 
 
 def program_calls(sdfg) -> list[HostCall]:

@@ -6,12 +6,16 @@ from dataclasses import dataclass, field
 
 import dace
 from dace import data as dt
+from dace import subsets
 from dace.sdfg import nodes
+from dace.sdfg.state import LoopRegion
+from dace.transformation.passes.analysis import loop_analysis
 
+from dace_cpufree.cpp import cexpr
 from dace_cpufree.errors import NotPersistableError
 from dace_cpufree.vocabulary import in_loop
 
-from .expressions import cexpr, flat_offset, kernel_symbols, subset_offset  # noqa: F401
+from .expressions import flat_offset, subset_offset
 from .loops import Dividers
 
 # Element types that __ldg loads (CUDA and HIP overloads).
@@ -180,8 +184,6 @@ class KernelContext:
     def thread_owned(self, name: str, subset, owned: list[str]) -> bool:
         """Whether a write-conflict-resolved write to ``name[subset]`` reaches a location no other thread writes:
         the thread's own container, or one that the parameters ``owned`` (distributed over threads) determine."""
-        from .scopes import owns  # scopes imports this module
-
         return name in self.local or owns(subset, owned)
 
     def _classify(self):
@@ -222,11 +224,19 @@ class KernelContext:
                 self.args.append(KernelArg(name, desc.dtype.ctype, "workspace", desc, size=size))
 
 
+def owns(subset: subsets.Subset, params: list[str]) -> bool:
+    """Whether each value of ``params`` writes a distinct location of ``subset`` (each is a dim index)."""
+    dims = [rb for rb, _, _ in subset.ndrange()]
+    for p in params:
+        sym = dace.symbolic.symbol(p)
+        if not any((d - sym).free_symbols.isdisjoint(set(map(dace.symbolic.symbol, params))) for d in dims):
+            return False
+    return True
+
+
 def invariant_symbols(sdfg: dace.SDFG, args: list[KernelArg]) -> frozenset[str]:
     """The symbols whose value is the same everywhere in the kernel: symbol arguments that no loop or interstate
     assignment sets (in ``sdfg`` or the SDFGs nested in it)."""
-    from dace.sdfg.state import LoopRegion
-
     assigned = set()
     for inner in sdfg.all_sdfgs_recursive():
         for region in inner.all_control_flow_regions():
@@ -244,9 +254,6 @@ def workspace_bound(sdfg: dace.SDFG, name: str, size, known: set[str]) -> tuple[
     depends on values the kernel computes is bounded by the arrays the transient is copied from or to
     (:func:`_copy_bound`). Returns the C++ expression and the symbols it needs that are not in ``known``
     (sizes of argument arrays, which the host infers from their shapes)."""
-    from dace.sdfg.state import LoopRegion
-    from dace.transformation.passes.analysis import loop_analysis
-
     ranges = {}
     for region in sdfg.all_control_flow_regions():
         if isinstance(region, LoopRegion) and region.loop_variable:

@@ -10,13 +10,12 @@ from dace.sdfg import nodes
 from dace.sdfg.state import SDFGState
 
 from dace_cpufree import memlets
+from dace_cpufree.cpp import INDEX_T, indent
 from dace_cpufree.errors import NotPersistableError
 
 from .captures import apart, pointers
 from .context import KernelContext, is_view_edge
-from .expressions import INDEX_T
 from .ir import Executor, Item
-from .loops import indent
 from .maps import map_item
 from .scopes import ScopeWriter, copy_body, topological, whole_run_copy
 

@@ -1,4 +1,5 @@
-"""Symbolic expressions, memlet addresses and interstate code as C++ text.
+"""Memlet addresses, interstate code, tasklets and write-conflict resolutions as C++ text (symbolic expressions:
+:mod:`dace_cpufree.cpp`).
 
 Everything here is pure text generation: no toolkit is needed, so CPU tests can assert on it.
 """
@@ -13,20 +14,17 @@ from io import StringIO
 import dace
 import sympy
 from dace import data as dt
-from dace import subsets
+from dace import dtypes, subsets
 from dace.codegen import cppunparse
-from dace.codegen.common import sym2cpp
+from dace.frontend.operations import detect_reduction_type
+from dace.sdfg.state import LoopRegion
 
+from dace_cpufree.cpp import INDEX_T, cexpr
 from dace_cpufree.errors import NotPersistableError
-from dace_cpufree.sizes import integer_rounding
-
-INDEX_T = "long long"
 
 
 def kernel_symbols(sdfg: dace.SDFG) -> list[str]:
     """Symbols the kernel defines itself: loop variables and interstate assignment targets."""
-    from dace.sdfg.state import LoopRegion
-
     names = set(sdfg.symbols)
     for region in sdfg.all_control_flow_regions():
         if isinstance(region, LoopRegion) and region.loop_variable:
@@ -44,13 +42,29 @@ def same_value(a, b) -> bool:
         return str(a) == str(b)
 
 
-def cexpr(expr) -> str:
-    """C++ text of a symbolic expression (sympy, int or string)."""
-    if isinstance(expr, str):
-        expr = dace.symbolic.pystr_to_symbolic(expr)
-    if isinstance(expr, sympy.Basic) and expr.has(sympy.ceiling, sympy.floor):
-        expr = integer_rounding(expr)  # DaCe prints ceil(M / 3 - 1 / 3): rounded term by term, a host function
-    return sym2cpp(expr)
+_WCR_OPS = {
+    dtypes.ReductionType.Sum: "Sum",
+    dtypes.ReductionType.Product: "Product",
+    dtypes.ReductionType.Min: "Min",
+    dtypes.ReductionType.Max: "Max",
+    dtypes.ReductionType.Logical_And: "LogicalAnd",
+    dtypes.ReductionType.Logical_Or: "LogicalOr",
+    dtypes.ReductionType.Logical_Xor: "LogicalXor",
+    dtypes.ReductionType.Bitwise_And: "BitwiseAnd",
+    dtypes.ReductionType.Bitwise_Or: "BitwiseOr",
+    dtypes.ReductionType.Bitwise_Xor: "BitwiseXor",
+}
+
+
+def wcr_op(wcr: str) -> str:
+    """The runtime's operator (``cpufree::Op::Sum``, ...) of a write-conflict resolution."""
+    kind = detect_reduction_type(wcr)
+    if kind not in _WCR_OPS:
+        raise NotPersistableError(
+            f"write-conflict resolution '{wcr}' is not a sum, product, min, max or a logical or bitwise and, or, "
+            "xor. Fix: reduce with one of those (np.sum, np.max, np.any, ...) or write the loop out."
+        )
+    return f"cpufree::Op::{_WCR_OPS[kind]}"
 
 
 def flat_offset(desc: dt.Data, index: list) -> str:

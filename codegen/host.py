@@ -8,7 +8,7 @@ that grows when a call needs more.
 
 from __future__ import annotations
 
-from .expressions import cexpr
+from dace_cpufree.cpp import cexpr
 
 HOST_TEMPLATE = """
 // ---- host launcher -------------------------------------------------------------------------

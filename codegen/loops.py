@@ -1,6 +1,5 @@
 """C++ loop text shared by the plain grid-stride lowering (``maps.py``, ``reductions.py``) and the tile-mapped one
-(``tiles.py``): indentation, nested sequential loops, grid-stride loops, and decoding a flat index into map
-parameters."""
+(``tiles.py``): nested sequential loops, grid-stride loops, and decoding a flat index into map parameters."""
 
 from __future__ import annotations
 
@@ -8,7 +7,9 @@ from dataclasses import dataclass, field
 
 from dace import subsets
 
-from .expressions import INDEX_T, cexpr, range_extents
+from dace_cpufree.cpp import INDEX_T, cexpr, indent
+
+from .expressions import range_extents
 
 
 @dataclass
@@ -46,10 +47,6 @@ class Dividers:
     def extents(self) -> tuple[str, ...]:
         """The prepared extents, as the SDFG states them, in the order of their dividers."""
         return tuple(extent for _, extent in self.prepared.values())
-
-
-def indent(lines: list[str], n: int = 1) -> list[str]:
-    return ["    " * n + line for line in lines]
 
 
 def nested_loops(params: list[str], ranges: list, body: list[str]) -> list[str]:

@@ -21,14 +21,15 @@ from dace.sdfg.state import (
 )
 from dace.transformation.passes.analysis.loop_analysis import get_loop_stride
 
+from dace_cpufree.cpp import cexpr
 from dace_cpufree.errors import NotPersistableError
-from dace_cpufree.vocabulary import BlockPart, loop_range
+from dace_cpufree.vocabulary import BlockPart, block_order, loop_range
 
 from . import channel as chan
 from . import ir
 from .context import KernelContext
 from .dataflow import state_items
-from .expressions import cexpr, interstate_code
+from .expressions import interstate_code
 
 
 def _data_names(ctx: KernelContext, code: str) -> frozenset[str]:
@@ -190,7 +191,7 @@ def _assigned(loop: LoopRegion) -> frozenset:
 
 def lower_region(ctx: KernelContext, region: ControlFlowRegion, channel: Channel | None = None) -> ir.Seq:
     """A region whose blocks form a chain becomes a sequence; anything else a goto graph."""
-    blocks = _order(region)
+    blocks = block_order(region)
     chain = all(region.out_degree(b) <= 1 for b in blocks) and all(
         region.in_degree(b) <= (0 if i == 0 else 1) for i, b in enumerate(blocks)
     )
@@ -211,24 +212,6 @@ def lower_region(ctx: KernelContext, region: ControlFlowRegion, channel: Channel
     for edge in region.edges():
         graph.edges.append(ir.Edge(index[edge.src], index[edge.dst], _condition(ctx, edge), _assignments(ctx, edge)))
     return ir.Seq([graph])
-
-
-def _order(region: ControlFlowRegion) -> list:
-    """Blocks in reverse post-order from the start block (unreachable blocks are dropped)."""
-    if region.number_of_nodes() == 0:
-        return []
-    start = region.start_block
-    seen, post = set(), []
-
-    def visit(b):
-        seen.add(b)
-        for s in region.successors(b):
-            if s not in seen:
-                visit(s)
-        post.append(b)
-
-    visit(start)
-    return list(reversed(post))
 
 
 def lower_sdfg(

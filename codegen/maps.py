@@ -17,17 +17,18 @@ from dace.sdfg import nodes
 from dace.sdfg.propagation import propagate_subset
 from dace.sdfg.state import SDFGState
 
+from dace_cpufree.cpp import cexpr, indent
 from dace_cpufree.errors import NotPersistableError
 from dace_cpufree.vocabulary import contiguous_param
 
 from .captures import pointers
 from .context import KernelContext
-from .expressions import cexpr, range_extents
+from .expressions import range_extents, wcr_op
 from .ir import Executor, Form, Item
-from .loops import grid_stride, indent
+from .loops import grid_stride
 from .reductions import contiguous_in_reduced, grid_reduction, register_reduction, register_reduction_body
 from .rows import RowCandidate, RowForm
-from .scopes import ScopeWriter, scope_accesses, wcr_op
+from .scopes import ScopeWriter, scope_accesses
 from .tiles import (
     MAX_FUSED,
     extent_decls,

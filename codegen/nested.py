@@ -26,11 +26,12 @@ from dace.sdfg.state import (
     SDFGState,
 )
 
+from dace_cpufree.cpp import cexpr, indent
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.vocabulary import block_order
 
 from .context import KernelContext, pointer_type, symbol_ctype
-from .expressions import cexpr, interstate_code
-from .loops import indent
+from .expressions import interstate_code, wcr_op
 
 
 @dataclass
@@ -67,9 +68,10 @@ class NestedContext(KernelContext):
 
 
 def nested_code(writer, node: nodes.NestedSDFG) -> list[str]:
-    """C++ block of ``node`` (inside a map scope of ``writer``'s state) for the thread that runs it."""
-    from .scopes import ScopeWriter  # scopes imports this module
+    """C++ block of ``node`` (inside a map scope of ``writer``'s state) for the thread that runs it.
 
+    :param writer: the ``scopes.ScopeWriter`` of the enclosing scope; writers of its class print the inner states.
+    """
     outer, state = writer.ctx, writer.state
     # the inner names, prefixed: they are often the outer ones (A for A), which the binding would shadow
     prefix = outer.fresh("n") + "_"
@@ -117,7 +119,7 @@ def nested_code(writer, node: nodes.NestedSDFG) -> list[str]:
     for sym in sorted(inner.symbols):
         if sym not in mapped:
             pre.append(f"{symbol_ctype(inner, sym)} {sym};")
-    body = _Printer(ctx, ScopeWriter).region(inner)
+    body = _Printer(ctx, type(writer)).region(inner)
     return ["{"] + indent(pre + body + post) + ["}"]
 
 
@@ -127,8 +129,6 @@ def _start(edge, node, target: str, desc: dt.Scalar) -> str:
     (a branch that does not write it leaves it as it was)."""
     if edge.dst is node or edge.data.wcr is None:
         return target
-    from .scopes import wcr_op
-
     return f"cpufree::identity<{wcr_op(edge.data.wcr)}, {desc.dtype.ctype}>()"
 
 
@@ -165,9 +165,7 @@ class _Printer:
         return interstate_code(text, self.ctx.sdfg, self.ctx.device | self.ctx.local)
 
     def region(self, region: ControlFlowRegion) -> list[str]:
-        from .lower import _order
-
-        blocks = _order(region)
+        blocks = block_order(region)
         for e in region.edges():
             if not e.data.is_unconditional() or blocks.index(e.dst) != blocks.index(e.src) + 1:
                 raise NotPersistableError(

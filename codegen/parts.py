@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import dace
 
+from dace_cpufree.cpp import cexpr
 from dace_cpufree.errors import CpufreeError
 
 from . import ir
-from .expressions import cexpr
 
 
 def in_part(item: ir.Item, code: list[str]) -> tuple[list[str], int]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dace.sdfg import nodes
 
-from .expressions import INDEX_T
-from .loops import decode_params, extent_lines, grid_stride, indent, nested_loops
-from .scopes import ScopeWriter, wcr_op
+from dace_cpufree.cpp import INDEX_T, indent
+
+from .expressions import wcr_op
+from .loops import decode_params, extent_lines, grid_stride, nested_loops
+from .scopes import ScopeWriter
 
 
 def register_reduction_body(ctx, state, entry, outputs, par, red, local) -> list[str]:

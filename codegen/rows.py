@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 import dace
 import sympy
 
+from dace_cpufree.cpp import INDEX_T, indent
+
 from . import channel as chan
 from . import ir
 from .captures import pointers
-from .expressions import INDEX_T, same_value
-from .loops import indent
+from .expressions import same_value
 from .tiles import extent_decls, layout, tile_stride, with_tile
 
 

@@ -5,40 +5,17 @@ import ast
 
 import dace
 from dace import dtypes, subsets
-from dace.frontend.operations import detect_reduction_type
 from dace.sdfg import nodes
 from dace.sdfg.state import SDFGState
 
 from dace_cpufree import memlets
+from dace_cpufree.cpp import INDEX_T, cexpr, indent
 from dace_cpufree.errors import NotPersistableError
 
 from .context import KernelContext, is_view_edge
-from .expressions import INDEX_T, cexpr, same_value, subset_offset, tasklet_code
-from .loops import decode_flat, indent, nested_loops
+from .expressions import same_value, subset_offset, tasklet_code, wcr_op
+from .loops import decode_flat, nested_loops
 from .nested import nested_code
-
-_WCR_OPS = {
-    dtypes.ReductionType.Sum: "Sum",
-    dtypes.ReductionType.Product: "Product",
-    dtypes.ReductionType.Min: "Min",
-    dtypes.ReductionType.Max: "Max",
-    dtypes.ReductionType.Logical_And: "LogicalAnd",
-    dtypes.ReductionType.Logical_Or: "LogicalOr",
-    dtypes.ReductionType.Logical_Xor: "LogicalXor",
-    dtypes.ReductionType.Bitwise_And: "BitwiseAnd",
-    dtypes.ReductionType.Bitwise_Or: "BitwiseOr",
-    dtypes.ReductionType.Bitwise_Xor: "BitwiseXor",
-}
-
-
-def wcr_op(wcr: str) -> str:
-    kind = detect_reduction_type(wcr)
-    if kind not in _WCR_OPS:
-        raise NotPersistableError(
-            f"write-conflict resolution '{wcr}' is not a sum, product, min, max or a logical or bitwise and, or, "
-            "xor. Fix: reduce with one of those (np.sum, np.max, np.any, ...) or write the loop out."
-        )
-    return f"cpufree::Op::{_WCR_OPS[kind]}"
 
 
 class ScopeWriter:
@@ -159,16 +136,6 @@ def _assigned_as_value(node: nodes.Tasklet, conn: str, memlet) -> bool:
         for sub in ast.walk(stmt):
             if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id == conn:
                 return False
-    return True
-
-
-def owns(subset: subsets.Subset, params: list[str]) -> bool:
-    """Whether each value of ``params`` writes a distinct location of ``subset`` (each is a dim index)."""
-    dims = [rb for rb, _, _ in subset.ndrange()]
-    for p in params:
-        sym = dace.symbolic.symbol(p)
-        if not any((d - sym).free_symbols.isdisjoint(set(map(dace.symbolic.symbol, params))) for d in dims):
-            return False
     return True
 
 

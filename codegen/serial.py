@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dace_cpufree.cpp import indent
+
 from . import ir
-from .loops import indent
 
 _SCALAR = (ir.Executor.LEADER, ir.Executor.EVERY)
 

@@ -13,9 +13,13 @@ indices are decoded once per iteration; outer dimensions beyond three run as seq
 
 from __future__ import annotations
 
+from dace import subsets
+
+from dace_cpufree.cpp import INDEX_T, cexpr, indent
+
 from .captures import Pointers, step
-from .expressions import INDEX_T, cexpr, range_extents
-from .loops import decode_flat, indent, nested_loops
+from .expressions import range_extents
+from .loops import decode_flat, nested_loops
 
 MAX_FUSED = 3
 # The slices' loop of a column reduction, unrolled twice: nvcc's default (4) took mvt to 93 registers per
@@ -25,8 +29,6 @@ COLUMN_UNROLL = "#pragma unroll 4"
 
 
 def extent_decls(params, ranges, tag: str) -> list[str]:
-    from dace import subsets
-
     extents = range_extents(subsets.Range(list(ranges)))
     return [f"const {INDEX_T} __x{tag}_{p} = {e};" for p, e in zip(params, extents)]
 

@@ -89,6 +89,24 @@ def block_chain(cfg) -> list | None:
     return order if len(order) == cfg.number_of_nodes() and cfg.out_degree(order[-1]) == 0 else None
 
 
+def block_order(region) -> list:
+    """The blocks of a control-flow region in reverse post-order from its start block (unreachable ones dropped):
+    program order, each block after those that lead to it."""
+    if region.number_of_nodes() == 0:
+        return []
+    seen, post = set(), []
+
+    def visit(b):
+        seen.add(b)
+        for s in region.successors(b):
+            if s not in seen:
+                visit(s)
+        post.append(b)
+
+    visit(region.start_block)
+    return list(reversed(post))
+
+
 def scalar_like(desc: dt.Data) -> bool:
     """A scalar, or an array of one element in one dimension (how DaCe often keeps a Python scalar)."""
     return isinstance(desc, dt.Scalar) or (isinstance(desc, dt.Array) and tuple(desc.shape) == (1,))

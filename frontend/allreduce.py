@@ -29,8 +29,8 @@ from dace.frontend.python.common import StringLiteral
 from dace.properties import Property, make_properties
 from dace.sdfg import nodes
 from dace.transformation.transformation import ExpandTransformation
-from dace_cpufree.codegen.expressions import cexpr
 
+from dace_cpufree.cpp import cexpr
 from dace_cpufree.errors import CommunicationError
 from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL
 

@@ -32,9 +32,9 @@ import dace
 from dace import data as dt
 from dace.sdfg import nodes
 from dace.sdfg.type_inference import infer_expr_type
-from dace_cpufree.codegen.channel import HostCall, call_code
-from dace_cpufree.codegen.expressions import cexpr
 
+from dace_cpufree.channel_marks import HostCall, call_code
+from dace_cpufree.cpp import cexpr
 from dace_cpufree.errors import NotPersistableError
 
 from .channel_calls import PRINT_CALLBACKS, ChannelTasklet

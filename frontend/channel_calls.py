@@ -33,9 +33,9 @@ from dace.memlet import Memlet
 from dace.properties import make_properties
 from dace.sdfg import nodes
 from dace.sdfg.type_inference import infer_expr_type
-from dace_cpufree.codegen.channel import tag_number
-from dace_cpufree.codegen.expressions import cexpr
 
+from dace_cpufree.channel_marks import tag_number
+from dace_cpufree.cpp import cexpr
 from dace_cpufree.errors import CpufreeError
 
 from .arguments import call_site, scalar_in_memory

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import dace
 from dace import subsets
-from dace_cpufree.codegen.expressions import INDEX_T, cexpr
+
+from dace_cpufree.cpp import INDEX_T, cexpr
 
 
 def _dims(desc, subset: subsets.Range) -> list[tuple]:

@@ -35,9 +35,8 @@ from dace import library
 from dace.properties import Property, SymbolicProperty
 from dace.sdfg import nodes
 from dace.transformation.transformation import ExpandTransformation
-from dace_cpufree.codegen.expressions import INDEX_T, cexpr
-from dace_cpufree.codegen.loops import indent
 
+from dace_cpufree.cpp import INDEX_T, cexpr, indent
 from dace_cpufree.errors import NotPersistableError
 from dace_cpufree.vocabulary import PutForm
 

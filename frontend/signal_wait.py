@@ -25,7 +25,8 @@ from dace import library
 from dace.properties import ListProperty, Property, SymbolicProperty
 from dace.sdfg import nodes
 from dace.transformation.transformation import ExpandTransformation
-from dace_cpufree.codegen.channel import wait_fact as channel_wait_fact
+
+from dace_cpufree.channel_marks import wait_fact as channel_wait_fact
 
 from .environments import NVSHMEM, ROCSHMEM
 from .putmem import _check_prepared, _edge, expression_symbols, location, value_text
@@ -33,7 +34,7 @@ from .shmem_api import NVSHMEM_API, NVSHMEM_P2P_API, ROCSHMEM_API, ShmemAPI
 
 
 def wait_fact(node, state) -> dict:
-    """The wait's facts for the channel's hang reports (:func:`dace_cpufree.codegen.channel.wait_fact`)."""
+    """The wait's facts for the channel's hang reports (:func:`dace_cpufree.channel_marks.wait_fact`)."""
     flag = _edge(state, node, "_flag", False).data
     info = node.debuginfo
     source = f"{info.filename}:{info.start_line}" if info is not None and info.filename and info.start_line else ""

@@ -1,6 +1,8 @@
-"""The layers point down: the code generator imports nothing from the passes or the frontend, the runtime nothing
-from the compiler layers, and the shared modules (vocabulary, options, launcher, errors, memlets, sizes) nothing of ours
-but each other. Read from the sources' import statements, so a new arrow fails here before it spreads."""
+"""The layers point down: the code generator imports nothing from the passes or the frontend, the frontend nothing
+from the generator or the runtime, the runtime nothing from the compiler layers, and the shared modules (vocabulary,
+options, launcher, errors, memlets, sizes, cpp, channel_marks) nothing of ours but each other; inside a layer the
+modules import each other without a cycle. Read from the sources' import statements (those inside functions too), so
+a new arrow fails here before it spreads."""
 
 import ast
 from pathlib import Path
@@ -23,6 +25,8 @@ SHARED = {
     "dace_cpufree.errors",
     "dace_cpufree.memlets",
     "dace_cpufree.sizes",
+    "dace_cpufree.cpp",
+    "dace_cpufree.channel_marks",
 }
 
 #: what each layer may not import
@@ -30,7 +34,17 @@ FORBIDDEN = {
     "dace_cpufree.codegen": ("dace_cpufree.transformations", "dace_cpufree.frontend", "dace_cpufree.runtime"),
     "dace_cpufree.runtime": ("dace_cpufree.transformations", "dace_cpufree.frontend", "dace_cpufree.codegen"),
     "dace_cpufree.transformations": ("dace_cpufree.runtime", "dace_cpufree.codegen"),
+    "dace_cpufree.frontend": ("dace_cpufree.codegen", "dace_cpufree.runtime"),
 }
+
+
+def _imports_from(node: ast.ImportFrom, package: str) -> str:
+    """Absolute name of the module of ``from ... import`` (a relative one resolved against ``package``)."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[: len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
 
 
 def _imports(path: Path, package: str) -> set[str]:
@@ -40,12 +54,7 @@ def _imports(path: Path, package: str) -> set[str]:
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = _imports_from(node, package)
             found.add(module)
             found |= {f"{module}.{a.name}" for a in node.names}
     return found
@@ -53,6 +62,46 @@ def _imports(path: Path, package: str) -> set[str]:
 
 def _sources(folder: str):
     return sorted((ROOT / folder).glob("*.py"))
+
+
+def _module_graph(folder, package: str) -> dict[str, set[str]]:
+    """The modules of ``folder`` (``package`` for its ``__init__.py``) and those of the folder each one imports.
+    ``from . import x`` is an arrow to the module ``x`` where there is one, not to the package (whose ``__init__``
+    Python runs before any of its modules anyway); ``from .x import y`` to ``x.y`` where that is a module, else to
+    ``x``."""
+    modules = {package if p.stem == "__init__" else f"{package}.{p.stem}": p for p in _sources(folder)}
+    graph = {}
+    for module, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = _imports_from(node, package)
+                targets |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+        graph[module] = (targets & set(modules)) - {module}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (its modules in order, the first repeated at the end), or None."""
+    state = {}  # module -> "open" while its imports are followed, "done" after
+
+    def visit(module, stack):
+        state[module] = "open"
+        stack = stack + [module]
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":  # on the stack: the way back to it closes a cycle
+                return stack[stack.index(target) :] + [target]
+            if target not in state and (found := visit(target, stack)):
+                return found
+        state[module] = "done"
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (found := visit(module, [])):
+            return found
+    return None
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
@@ -64,6 +113,26 @@ def test_layer_imports_point_down(layer):
             if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[layer]):
                 bad.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("folder", sorted(FOLDERS))
+def test_no_import_cycle_inside_a_layer(folder):
+    """A cycle is held together by imports inside functions, which hide the order the modules are built in: the
+    piece both ends need belongs in a module below them."""
+    cycle = _cycle(_module_graph(folder, FOLDERS[folder]))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path):
+    """Imports inside functions count, and ``from . import x`` is an arrow to ``x``, not to the package."""
+    (tmp_path / "__init__.py").write_text("from .a import f\n")
+    (tmp_path / "a.py").write_text("from . import b\n\ndef f():\n    return b.g()\n")
+    (tmp_path / "b.py").write_text("def g():\n    from .c import h\n    return h()\n")
+    (tmp_path / "c.py").write_text("def h():\n    from .a import f\n    return f\n")
+    graph = _module_graph(tmp_path, "pkg")
+    assert _cycle(graph) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
+    (tmp_path / "c.py").write_text("def h():\n    return 1\n")
+    assert _cycle(_module_graph(tmp_path, "pkg")) is None
 
 
 def test_shared_modules_import_only_each_other():

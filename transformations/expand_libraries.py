@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import dace
+from dace.libraries.standard.nodes import Reduce
 from dace.sdfg import nodes
 from dace.transformation import pass_pipeline as ppl
 
@@ -78,8 +79,6 @@ def _and_starts_true(node: nodes.LibraryNode) -> None:
     """DaCe's ``np.all`` makes a logical-and ``Reduce`` whose identity is 0, so every result was False (upstream DaCe
     alike; docs/dace-limitations.md). The identity of ``and`` is True: a reduction of no elements, and the start of
     every other, is True, as NumPy's ``np.all`` is."""
-    from dace.libraries.standard.nodes import Reduce
-
     if isinstance(node, Reduce) and node.identity is not None and not node.identity:
         if dace.frontend.operations.detect_reduction_type(node.wcr) == dace.dtypes.ReductionType.Logical_And:
             node.identity = True

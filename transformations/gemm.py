@@ -16,19 +16,13 @@ import dataclasses
 import json
 
 import dace
-from dace.codegen.common import sym2cpp
 from dace.libraries.blas.nodes.batched_matmul import BatchedMatMul, ExpandBatchedMatMulPure
 from dace.libraries.blas.nodes.gemm import ExpandGemmPure, Gemm
 from dace.sdfg import nodes
 from dace.transformation.transformation import ExpandTransformation
 
+from dace_cpufree.cpp import cexpr
 from dace_cpufree.vocabulary import CPUFreeMathDx
-
-
-def cxx(expr) -> str:
-    """C++ text of a size or leading dimension."""
-    return sym2cpp(dace.symbolic.pystr_to_symbolic(expr) if isinstance(expr, str) else expr)
-
 
 #: Element types with a tensor-core path in gemm.cuh.
 TYPES = (dace.float64, dace.float32)
@@ -127,7 +121,17 @@ def product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, trans
     """The tasklet of one grid-wide ``cpufree::gemm`` call, with what it needs of the launch as its facts."""
     ctype = dtype.ctype
     call = ProductCall(
-        ctype, cxx(m), cxx(n), cxx(k), str(alpha), str(beta), cxx(lda), bool(trans_a), cxx(ldb), bool(trans_b), cxx(ldc)
+        ctype,
+        cexpr(m),
+        cexpr(n),
+        cexpr(k),
+        str(alpha),
+        str(beta),
+        cexpr(lda),
+        bool(trans_a),
+        cexpr(ldb),
+        bool(trans_b),
+        cexpr(ldc),
     )
     pointer = dace.pointer(dtype)
     node = nodes.Tasklet(
@@ -142,7 +146,7 @@ def product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, trans
             "cpufree_dynamic_shared": f"cpufree::gemm_shared_bytes<{ctype}>()",
             # its output tiles, for the launcher's choice of build (codegen/host.py kernel_builds), and the symbols
             # that count them, which the launcher must have
-            "cpufree_tiles": f"cpufree::gemm_tiles<{ctype}>((long long)({cxx(m)}), (long long)({cxx(n)}))",
+            "cpufree_tiles": f"cpufree::gemm_tiles<{ctype}>((long long)({cexpr(m)}), (long long)({cexpr(n)}))",
             "cpufree_tile_symbols": ",".join(sorted(str(x) for x in dace.symbolic.symlist(m * n))),
         },
     )  # DaCe records the environment (CPUFreeMathDx) in the tasklet

@@ -33,9 +33,10 @@ from dace.libraries.blas.nodes.matmul import MatMul
 from dace.sdfg import nodes
 from dace.transformation import pass_pipeline as ppl
 
+from dace_cpufree.cpp import cexpr
 from dace_cpufree.vocabulary import CPUFreeMatVec, in_loop
 
-from .gemm import TYPES, at_top_level, cxx, matrix_operand
+from .gemm import TYPES, at_top_level, matrix_operand
 
 
 def _vector(sdfg: dace.SDFG, edge) -> object | None:
@@ -135,8 +136,8 @@ def _replace(state: dace.SDFGState, sdfg: dace.SDFG, kind: str, right, left=None
         inputs={c: pointer for c in inputs},
         outputs={c: pointer for c in outputs.values()},
         code=(
-            f"cpufree::gemv_{kind}<{dtype.ctype}>((long long)({cxx(rows)}), (long long)({cxx(cols)}), _A, "
-            f"(long long)({cxx(ld)}), {vectors});"
+            f"cpufree::gemv_{kind}<{dtype.ctype}>((long long)({cexpr(rows)}), (long long)({cexpr(cols)}), _A, "
+            f"(long long)({cexpr(ld)}), {vectors});"
         ),
         language=dace.Language.CPP,
         location={"cpufree_executor": "grid"},

@@ -23,6 +23,7 @@ import ast
 import dace
 from dace import dtypes
 from dace.frontend.operations import detect_reduction_type
+from dace.libraries.standard.nodes import Reduce
 from dace.sdfg import nodes
 
 from dace_cpufree.errors import NotPersistableError
@@ -78,8 +79,6 @@ def _divides(stmt: ast.stmt) -> bool:
 def retype_bool_sums(sdfg: dace.SDFG) -> list[str]:
     """Retypes, in ``sdfg`` and its nested SDFGs, every bool transient that a sum or product ``Reduce`` of booleans
     writes to int64 (NumPy's type of ``np.sum`` of a bool array); returns the containers' names."""
-    from dace.libraries.standard.nodes import Reduce
-
     counting = (dtypes.ReductionType.Sum, dtypes.ReductionType.Product)
     retyped = []
     for node, state in sdfg.all_nodes_recursive():
@@ -114,8 +113,6 @@ def check_mean_bindings(sdfg: dace.SDFG) -> None:
     though, ``m`` binds to the container of that name: the sum (upstream DaCe on the CPU gives the same wrong result).
     Signature: a reduction's output that the mean's division reads and a nested SDFG or the control flow reads too
     (a sum the program divides itself, ``s / n``, is another tasklet: not refused)."""
-    from dace.libraries.standard.nodes import Reduce
-
     controls = {}
     for node, state in sdfg.all_nodes_recursive():
         if not (isinstance(state, dace.SDFGState) and isinstance(node, Reduce)):

@@ -23,9 +23,10 @@ import dace
 from dace import data as dt
 from dace import nodes
 
+from dace_cpufree.cpp import cexpr
 from dace_cpufree.vocabulary import assigned_value, control_reads, scalar_like
 
-from .gemm import cxx, product_call, set_product_call
+from .gemm import product_call, set_product_call
 from .scaled_products import ProductRewrite, occurrences, whole
 
 _ARRAY, _SCALAR = "array:", "scalar:"  # leaf names of a map's expression: an element at the map's point, a scalar
@@ -269,7 +270,7 @@ def _into_call(state, sdfg, product, call, found: tuple, by_array: dict) -> None
         call.numpy_beta = True
         product.add_in_connector("_cin", dace.pointer(c_desc.dtype))  # C read (through the output's pointer)
         state.add_edge(c_read, None, product, "_cin", dace.Memlet.from_array(c_name, c_desc))
-    call.ldc = cxx(c_desc.strides[0])
+    call.ldc = cexpr(c_desc.strides[0])
     set_product_call(product, call)
 
 

@@ -16,28 +16,13 @@ from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion, SDFGState
 
 from dace_cpufree import memlets
-
-
-def _order(region: ControlFlowRegion) -> list:
-    if region.number_of_nodes() == 0:
-        return []
-    seen, post = set(), []
-
-    def visit(b):
-        seen.add(b)
-        for s in region.successors(b):
-            if s not in seen:
-                visit(s)
-        post.append(b)
-
-    visit(region.start_block)
-    return list(reversed(post))
+from dace_cpufree.vocabulary import block_order
 
 
 def linear_states(region: ControlFlowRegion, loops: tuple = ()) -> list[tuple[SDFGState, tuple]]:
     """Every state under ``region`` in program order, with the loops around it (outermost first)."""
     out = []
-    for block in _order(region):
+    for block in block_order(region):
         if isinstance(block, SDFGState):
             out.append((block, loops))
         elif isinstance(block, LoopRegion):

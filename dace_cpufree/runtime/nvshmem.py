@@ -24,6 +24,8 @@ from dace_cpufree.errors import LaunchError
 from dace_cpufree.launcher import placement
 from dace_cpufree.options import env
 
+from .build import gpu_count
+
 
 def _broadcast(data: bytes, size: int) -> bytes:
     if size == 1:
@@ -155,8 +157,6 @@ def is_shmem_library(lib) -> bool:
 
 def attach_session(lib, source):
     """The process's SHMEM session, initialised in this program's library (see :mod:`.nvshmem`)."""
-    from .build import gpu_count
-
     shmem = session()
     shmem.attach(lib, gpu_count(), direct_stores=source.direct_stores)
     return shmem

@@ -12,10 +12,10 @@ import numpy as np
 import programs
 import pytest
 from dace_cpufree.codegen import channel as chan
-from dace_cpufree.codegen.channel import HostCall
 
 import dace_cpufree
 from dace_cpufree.api import _source, _transformed
+from dace_cpufree.channel_marks import HostCall
 from dace_cpufree.options import CompileOptions
 from dace_cpufree.runtime import build
 from dace_cpufree.runtime.program import PersistentProgram

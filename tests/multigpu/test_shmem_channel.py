@@ -13,9 +13,10 @@ import shutil
 from types import SimpleNamespace
 
 import pytest
-from dace_cpufree.codegen.channel import ChannelFacts, wait_fact
+from dace_cpufree.codegen.channel import ChannelFacts
 
 import dace_cpufree
+from dace_cpufree.channel_marks import wait_fact
 from dace_cpufree.errors import CpufreeError, KernelCancelled, KernelHang
 from dace_cpufree.options import env
 from dace_cpufree.runtime import build, gpu_count

@@ -33,6 +33,19 @@ def test_a_reduction_assigned_to_the_array_it_reads_computes_first():
         np.testing.assert_allclose(got, want, rtol=1e-14)
 
 
+@dace.program
+def reduction_into_columns(A: dace.float64[N, N, N], B: dace.float64[N, N]):
+    B[:, 1:] = np.sum(A[:, :, : N - 1], axis=0)
+
+
+def test_a_reduction_into_a_strided_region_keeps_the_regions_strides():
+    A = np.arange(64.0).reshape(4, 4, 4)
+    B, want = np.zeros((4, 4)), np.zeros((4, 4))
+    want[:, 1:] = np.sum(A[:, :, :3], axis=0)
+    dace_cpufree.compile(reduction_into_columns, backend="emulate", race_check="shuffle")(A, B)
+    np.testing.assert_array_equal(B, want)
+
+
 def _inputs():
     rng = np.random.default_rng(6)
     return rng.integers(-9, 9, (7, 5)), rng.random((7, 5)).astype(np.float32)

@@ -7,7 +7,6 @@ whose integer roundings (:func:`~dace_cpufree.sizes.integer_rounding`) compute w
 from __future__ import annotations
 
 import dace
-import sympy
 from dace.codegen.common import sym2cpp
 
 from dace_cpufree.sizes import integer_rounding
@@ -20,9 +19,7 @@ def cexpr(expr) -> str:
     """C++ text of a symbolic expression (sympy, int or string)."""
     if isinstance(expr, str):
         expr = dace.symbolic.pystr_to_symbolic(expr)
-    if isinstance(expr, sympy.Basic) and expr.has(sympy.ceiling, sympy.floor):
-        expr = integer_rounding(expr)  # DaCe prints ceil(M / 3 - 1 / 3): rounded term by term, a host function
-    return sym2cpp(expr)
+    return sym2cpp(integer_rounding(expr))  # DaCe prints ceil(M / 3 - 1 / 3): rounded term by term, a host function
 
 
 def indent(lines: list[str], n: int = 1) -> list[str]:

@@ -188,20 +188,6 @@ class _SameMask(ast.NodeTransformer):
     def __init__(self, forms: _Forms, mask: str):
         self.forms, self.mask = forms, mask
 
-    def visit_AugAssign(self, node: ast.AugAssign):
-        """``x[::2] += v`` as ``x[::2] = x[::2] + v``: DaCe's frontend drops the step of an updated slice (the map
-        writes ``x[i]``, not ``x[2 * i]``; upstream DaCe alike), and computes the assignment right."""
-        self.generic_visit(node)
-        target = node.target
-        if not isinstance(target, ast.Subscript):
-            return node
-        dims = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
-        if not any(isinstance(d, ast.Slice) and d.step is not None and _constant(d.step) != 1 for d in dims):
-            return node
-        read = ast.Subscript(value=target.value, slice=target.slice, ctx=ast.Load())
-        value = ast.BinOp(left=read, op=node.op, right=node.value)
-        return self._replace(node, ast.Assign(targets=[target], value=value, lineno=node.lineno))
-
     def visit_Subscript(self, node: ast.Subscript):
         self.generic_visit(node)
         if isinstance(node.ctx, ast.Load) and ast.dump(node.slice) == self.mask:

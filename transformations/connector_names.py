@@ -17,6 +17,7 @@ import re
 import dace
 from dace.properties import CodeBlock
 from dace.sdfg import nodes
+from dace.utils import find_new_name
 
 
 def rename_connectors_named_like_outer_data(sdfg: dace.SDFG) -> int:
@@ -34,7 +35,7 @@ def rename_connectors_named_like_outer_data(sdfg: dace.SDFG) -> int:
                     continue
                 connectors = set(node.in_connectors) | set(node.out_connectors)
                 for conn in sorted(connectors & outer):
-                    new = _fresh(conn, everything | connectors | _identifiers(node))
+                    new = find_new_name(conn, everything | connectors | _identifiers(node))
                     _rename(state, node, conn, new)
                     connectors = (connectors - {conn}) | {new}
                     renamed += 1
@@ -59,13 +60,6 @@ def _enclosing_names(sd: dace.SDFG) -> set[str]:
 def _identifiers(node: nodes.Tasklet) -> set[str]:
     """Every identifier in the tasklet's code (a new connector name must not capture one)."""
     return set(re.findall(r"[A-Za-z_]\w*", node.code.as_string))
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    k = 0
-    while f"{name}_{k}" in taken:
-        k += 1
-    return f"{name}_{k}"
 
 
 def _rename(state: dace.SDFGState, node: nodes.Tasklet, conn: str, new: str) -> None:

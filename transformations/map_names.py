@@ -12,6 +12,7 @@ from __future__ import annotations
 import dace
 from dace.sdfg import nodes
 from dace.sdfg.replace import replace_properties_dict
+from dace.utils import find_new_name
 
 
 def rename_map_parameters_named_like_data(sdfg: dace.SDFG) -> int:
@@ -23,7 +24,7 @@ def rename_map_parameters_named_like_data(sdfg: dace.SDFG) -> int:
         for state in sd.states():
             for entry in [n for n in state.nodes() if isinstance(n, nodes.MapEntry)]:
                 for param in [p for p in entry.map.params if p in containers]:
-                    new = _fresh(param, containers | _names_in_scope(sd, state, entry))
+                    new = find_new_name(param, containers | _names_in_scope(sd, state, entry))
                     _rename(state, entry, param, new)
                     renamed += 1
     return renamed
@@ -38,13 +39,6 @@ def _names_in_scope(sd: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry)
         if isinstance(node, nodes.MapEntry):
             names |= set(node.map.params)
     return names
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    k = 0
-    while f"{name}_{k}" in taken:
-        k += 1
-    return f"{name}_{k}"
 
 
 def _rename(state: dace.SDFGState, entry: nodes.MapEntry, param: str, new: str) -> None:

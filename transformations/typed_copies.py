@@ -92,15 +92,14 @@ def _derived(sdfg: dace.SDFG, target: str) -> set[str]:
     return derived
 
 
-def _reduction_output(sdfg: dace.SDFG, name: str) -> bool:
-    """Whether a reduction writes container ``name``."""
-    return any(
-        isinstance(e.src, Reduce)
+def _reduction_outputs(sdfg: dace.SDFG) -> set[str]:
+    """The containers a reduction writes."""
+    return {
+        node.data
         for state in sdfg.states()
         for node in state.data_nodes()
-        if node.data == name
-        for e in state.in_edges(node)
-    )
+        if any(isinstance(e.src, Reduce) for e in state.in_edges(node))
+    }
 
 
 def keep_assignments_apart(sdfg: dace.SDFG) -> int:
@@ -112,7 +111,7 @@ def keep_assignments_apart(sdfg: dace.SDFG) -> int:
     of the array (upstream DaCe alike)."""
     done = 0
     for sd in sdfg.all_sdfgs_recursive():
-        derived = {}
+        derived, reduced = {}, _reduction_outputs(sd)
         for state in sd.states():
             for edge in list(state.edges()):
                 if not (isinstance(edge.src, nodes.AccessNode) and isinstance(edge.dst, nodes.AccessNode)):
@@ -120,7 +119,7 @@ def keep_assignments_apart(sdfg: dace.SDFG) -> int:
                 a, b = sd.arrays[edge.src.data], sd.arrays[edge.dst.data]
                 if not a.transient or isinstance(a, dt.View) or isinstance(b, dt.View) or edge.data.is_empty():
                     continue
-                if not _reduction_output(sd, edge.src.data):
+                if edge.src.data not in reduced:
                     continue
                 if not _same_layout(sd, state, edge):
                     done += _convert(sd, state, edge)

@@ -7,17 +7,16 @@ of this is printed: the generated code is the same as without this module.
 
 The channel's memory layout is declared here once (:class:`ChannelLayout`): the generator defines its indices for
 the header, and the runtime reads them from :attr:`KernelSource.channel` (a :class:`ChannelFacts`). What the
-frontend's tasklets carry for it (tag numbers, waits' and host calls' facts) is in :mod:`dace_cpufree.channel_marks`.
+frontend's tasklets carry for it (tag numbers, waits' and host calls' facts) is declared in :mod:`dace_cpufree.facts`
+(the tasklets' ``channel``, ``notify_tag``, ``wait`` and ``call``) and :mod:`dace_cpufree.channel_marks`.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
-from dace.sdfg import nodes
-
-from dace_cpufree.channel_marks import HostCall, tag_number
+from dace_cpufree.channel_marks import tag_number
+from dace_cpufree.facts import CpufreeTasklet, HostCall
 
 from . import ir
 
@@ -57,6 +56,10 @@ class ChannelSpec:
     #: debug mode: grid syncs become a barrier whose waiters give up after this many seconds, report where they
     #: waited through the channel and stop the kernel (``None``: plain ``grid.sync()``)
     debug_waits: float | None = None
+    #: the program's string notification tags by number (:func:`program_channel`)
+    tags: dict = field(default_factory=dict)
+    #: in a program that communicates, its waits for peers' signals by number (:func:`program_waits`)
+    waits: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -158,7 +161,12 @@ def facts(spec: ChannelSpec, calls: list | None = None) -> ChannelFacts:
     if spec.debug_waits is not None and not spec.debug_waits > 0:
         raise ValueError(f"debug_waits must be a positive number of seconds, got {spec.debug_waits}")
     return ChannelFacts(
-        spec.ring, calls=list(calls or ()), call_timeout=spec.call_timeout, debug_waits=spec.debug_waits
+        spec.ring,
+        calls=list(calls or ()),
+        call_timeout=spec.call_timeout,
+        debug_waits=spec.debug_waits,
+        tags=dict(spec.tags),
+        waits=dict(spec.waits),
     )
 
 
@@ -191,9 +199,8 @@ def program_waits(sdfg) -> dict:
     "file:line")`` (``source`` empty where the program line is not known)."""
     waits = {0: ("an Allreduce's wait for a peer's values", ""), 1: ("PE barrier's wait for the peers' arrivals", "")}
     for node, _ in sdfg.all_nodes_recursive():
-        if isinstance(node, nodes.Tasklet) and (node.location or {}).get("cpufree_wait"):
-            fact = json.loads(node.location["cpufree_wait"])
-            waits[fact["id"]] = (f"SignalWait on {fact['flag']}", fact["source"] or "")
+        if isinstance(node, CpufreeTasklet) and node.wait is not None:
+            waits[node.wait.id] = (f"SignalWait on {node.wait.flag}", node.wait.source or "")
     return waits
 
 
@@ -335,25 +342,21 @@ def host_code(channel: ChannelFacts) -> str:
 
 
 def program_calls(sdfg) -> list[HostCall]:
-    """The host callbacks of a program (tasklets marked ``cpufree_channel: call``), by id."""
+    """The host callbacks of a program (the ``call`` facts of its tasklets), by id."""
     found = {}
     for node, _ in sdfg.all_nodes_recursive():
-        if isinstance(node, nodes.Tasklet) and (node.location or {}).get("cpufree_channel") == "call":
-            fact = json.loads(node.location["cpufree_call"])
-            found[fact["id"]] = HostCall(
-                fact["id"], fact["name"], tuple(fact["args"]), tuple(fact["results"]), fact.get("source", "")
-            )
+        if isinstance(node, CpufreeTasklet) and node.channel == "call":
+            found[node.call.id] = node.call
     return [found[k] for k in sorted(found)]
 
 
 def program_channel(sdfg) -> tuple[bool, dict]:
-    """Whether the program calls ``progress``/``notify`` (tasklets marked ``cpufree_channel`` in their location),
+    """Whether the program uses the channel (tasklets with a ``channel`` fact: ``progress``, ``notify``, host calls),
     and the names of its string notification tags by number."""
     uses, tags = False, {}
     for node, _ in sdfg.all_nodes_recursive():
-        if isinstance(node, nodes.Tasklet) and (node.location or {}).get("cpufree_channel"):
+        if isinstance(node, CpufreeTasklet) and node.channel:
             uses = True
-            name = node.location.get("cpufree_notify_tag")
-            if name:
-                tags[tag_number(str(name))] = str(name)
+            if node.notify_tag:
+                tags[tag_number(node.notify_tag)] = node.notify_tag
     return uses, tags

@@ -1,7 +1,7 @@
 """Independent steps side by side: consecutive grid-wide steps of the kernel with no data dependency between them
 run on disjoint sets of the grid's blocks instead of one after another on all of them.
 
-A run of such steps becomes an automatic block scope: each step a part (:class:`~dace_cpufree.vocabulary.BlockPart`
+A run of such steps becomes an automatic block scope: each step a part (:class:`~dace_cpufree.facts.BlockPart`
 with ``automatic``): one block plus a share of the rest in proportion to its elements. The split is computed where
 the steps run, from their element counts at that point (``cpufree::auto_share``, a few multiplications): when
 together they have at least as many elements as the grid has threads, every step runs on the whole grid as before,
@@ -13,7 +13,7 @@ sync analysis places nothing between them.
 
 from __future__ import annotations
 
-from dace_cpufree.vocabulary import BlockPart
+from dace_cpufree.facts import BlockPart
 
 from . import ir
 from .syncs import NONE, _accesses, conflicts

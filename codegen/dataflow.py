@@ -12,6 +12,7 @@ from dace.sdfg.state import SDFGState
 from dace_cpufree import memlets
 from dace_cpufree.cpp import INDEX_T, indent
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.facts import CpufreeTasklet, facts_of
 
 from .captures import apart, pointers
 from .context import KernelContext, is_view_edge
@@ -23,37 +24,32 @@ from .scopes import ScopeWriter, copy_body, topological, whole_run_copy
 def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> Item:
     """A tasklet outside any map: scalar work done by the leader thread.
 
-    A library expansion may ask for other executors through the tasklet's ``location``:
-    ``cpufree_executor`` = ``"grid"`` (every thread of the grid: a collective call such as a matrix product),
+    A tasklet of ours (:class:`~dace_cpufree.facts.CpufreeTasklet`) may ask for other executors:
+    ``executor`` = ``"grid"`` (every thread of the grid: a collective call such as a matrix product),
     ``"block"`` (all threads of one block, for block-cooperative calls) or
-    ``"thread"`` (thread 0 of one block), on block ``cpufree_block`` modulo the grid size, ``"each"`` (in every
-    block, thread ``cpufree_block * warpSize`` modulo the block: a wait that each block makes for itself), or
-    ``"blocks"``: every block ``b`` with ``b % L == cpufree_block % L``, ``L`` = min(``cpufree_lanes``, grid)
-    (the grid's blocks dealt out over ``cpufree_lanes`` concurrent items); the code sees its part
+    ``"thread"`` (thread 0 of one block), on block ``block`` modulo the grid size, ``"each"`` (in every
+    block, thread ``block * warpSize`` modulo the block: a wait that each block makes for itself), or
+    ``"blocks"``: every block ``b`` with ``b % L == block % L``, ``L`` = min(``lanes``, grid)
+    (the grid's blocks dealt out over ``lanes`` concurrent items); the code sees its part
     ``__part`` of ``__parts``. Block-wide items are fenced by block barriers so that program order holds
-    within the block; ``cpufree_exit_barrier`` = ``"no"`` leaves out the one after a ``"blocks"`` item (its
+    within the block; ``exit_barrier`` = False leaves out the one after a ``"blocks"`` item (its
     code promises that nothing after it in the block depends on its threads having finished).
-    A ``"grid"`` call states what it needs of the launch as C++ constant expressions: ``cpufree_block_threads``
-    (the block size it is built for), ``cpufree_dynamic_shared`` (bytes of dynamic shared memory per block) and
-    ``cpufree_block_fits`` (the name of a C++ callable taking a block size: whether the call runs its fast path in
-    such blocks).
+    A ``"grid"`` call states what it needs of the launch (``launch``, :class:`~dace_cpufree.facts.LaunchNeeds`).
     """
     code = ScopeWriter(ctx, state, []).tasklet(node)
-    location = node.location or {}
-    reads, writes, regions, far = _accesses(ctx, state, node, location)
-    kind = str(location.get("cpufree_executor", "leader"))
-    block = int(str(location.get("cpufree_block", 0)))
+    facts = facts_of(node)
+    reads, writes, regions, far = _accesses(ctx, state, node, set(facts.remote))
+    kind, block = facts.executor, facts.block
     if kind == "grid":  # a collective device-library call that every thread makes (a matrix product)
         item = Item(
             f"tasklet {node.label}", code, reads, writes, Executor.GRID, strategy="every thread of the grid", remote=far
         )
         item.regions = tuple(regions)
         item.collective = True
-        item.block_threads = location.get("cpufree_block_threads")
-        item.block_fits = location.get("cpufree_block_fits")
-        item.dynamic_shared = location.get("cpufree_dynamic_shared")
-        item.tiles = location.get("cpufree_tiles")
-        item.tile_symbols = frozenset(x for x in str(location.get("cpufree_tile_symbols", "")).split(",") if x)
+        need = facts.launch
+        if need is not None:
+            item.block_threads, item.block_fits, item.tiles = need.block_threads, need.block_fits, need.tiles
+            item.dynamic_shared, item.tile_symbols = need.dynamic_shared, frozenset(need.tile_symbols)
         return item
     if kind == "leader" and block == 0:
         return Item(
@@ -67,18 +63,17 @@ def tasklet_item(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet) -> I
     # Library calls on a block or thread: their registers apart from the kernel's loops (see cpufree::apart); the
     # function takes the pointers of the containers its connectors name (views are declared around it).
     code = apart(code, pointers(ctx, reads | writes | far))
-    code, strategy, executor = _placed(node, code, kind, block, location)
+    code, strategy, executor = _placed(node, code, facts)
     item = Item(f"tasklet {node.label}", code, reads, writes, executor, strategy=strategy, block=block, remote=far)
     item.regions = tuple(regions)
     return item
 
 
-def _accesses(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet, location: dict) -> tuple:
+def _accesses(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet, remote: set[str]) -> tuple:
     """``(reads, writes, regions, far)`` of a tasklet: the device containers it reads and writes through its
-    connectors, their regions, and ``far``, the containers of its remote connectors (``cpufree_remote``)."""
+    connectors, their regions, and ``far``, the containers of its ``remote`` connectors."""
     # Connectors that address another PE's memory (a put's destination, a signal's flag): bound as
     # pointers, but no access to this PE's copy, so no synchronisation on them.
-    remote = {c for c in str(location.get("cpufree_remote", "")).split(",") if c}
     reads, writes, regions, far = set(), set(), [], set()  # far: the containers of remote connectors
     edges = [(e, e.dst_conn, reads, "R") for e in state.in_edges(node)]
     for e, conn, accessed, mode in edges + [(e, e.src_conn, writes, "W") for e in state.out_edges(node)]:
@@ -92,12 +87,13 @@ def _accesses(ctx: KernelContext, state: SDFGState, node: nodes.Tasklet, locatio
     return frozenset(reads), frozenset(writes), regions, frozenset(far)
 
 
-def _placed(node: nodes.Tasklet, code: list[str], kind: str, block: int, location: dict) -> tuple:
-    """``(code, strategy, executor)`` of a library call on blocks, a block, each block or a thread (``kind``, see
-    :func:`tasklet_item`), its ``code`` guarded for the threads that run it."""
+def _placed(node: nodes.Tasklet, code: list[str], facts: CpufreeTasklet) -> tuple:
+    """``(code, strategy, executor)`` of a library call on blocks, a block, each block or a thread (its
+    ``executor``, see :func:`tasklet_item`), its ``code`` guarded for the threads that run it."""
+    kind, block = facts.executor, facts.block
     on_block = f"__block == {block} % __blocks"
     if kind == "blocks":
-        lanes = int(str(location.get("cpufree_lanes", 1)))
+        lanes = facts.lanes
         code = [
             "{",
             f"    const unsigned int __lanes = cpufree::min_<unsigned int>({lanes}u, __blocks);",
@@ -106,7 +102,7 @@ def _placed(node: nodes.Tasklet, code: list[str], kind: str, block: int, locatio
             "        const unsigned int __part = cpufree::lane_part(__block / __lanes, __parts);",
             "        __syncthreads();",
             *indent(indent(code)),
-            *(["        __syncthreads();"] if location.get("cpufree_exit_barrier") != "no" else []),
+            *(["        __syncthreads();"] if facts.exit_barrier else []),
             "    }",
             "}",
         ]

@@ -10,6 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+#: The CUDA runtime names whose HIP counterpart is not the plain ``cuda`` -> ``hip`` rename.
+HIP_NAMES = {
+    "cudaDeviceProp": "hipDeviceProp_t",
+    "cudaDevAttrMultiProcessorCount": "hipDeviceAttributeMultiprocessorCount",
+}
+
 
 @dataclass(frozen=True)
 class Dialect:
@@ -28,6 +34,8 @@ class Dialect:
         """Renames the CUDA runtime API in ``text`` to this dialect's."""
         if self.api == "cuda":
             return text
-        if self.api == "hip":  # device attributes: cudaDevAttrX is hipDeviceAttributeX
+        if self.api == "hip":  # device attributes: cudaDevAttrX is hipDeviceAttributeX, except where HIP differs
+            for cuda, hip in HIP_NAMES.items():
+                text = re.sub(rf"\b{cuda}\b", hip, text)
             text = re.sub(r"\bcudaDevAttr(\w+)", r"hipDeviceAttribute\1", text)
         return re.sub(r"\bcuda([A-Z]\w*)", rf"{self.api}\1", text)

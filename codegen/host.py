@@ -87,7 +87,7 @@ extern "C" int cpufree_products_block() {{ return (int)({need_block}); }}
 extern "C" int cpufree_block_fits(int block) {{
     int dev = 0, warp = 1;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, dev) != cudaSuccess)
-        cudaGetLastError();  // no device: the size unrounded, and no error left for the next launch to report
+        (void)cudaGetLastError();  // no device: the size unrounded, and no error left for the next launch to report
     block = cpufree_whole_warps(block, warp);
     return ({block_fits}) ? 1 : 0;
 }}
@@ -102,7 +102,7 @@ extern "C" void cpufree_launch_config(int *grid, int *block, float *ms) {{
     if ((cpufree_state.pending && cudaEventSynchronize(cpufree_state.stop) != cudaSuccess) ||
         cudaEventElapsedTime(ms, cpufree_state.start, cpufree_state.stop) != cudaSuccess) {{
         *ms = -1.0f;
-        cudaGetLastError();  // not left for the next launch to report
+        (void)cudaGetLastError();  // not left for the next launch to report
     }}
 }}
 extern "C" int cpufree_device_name(char *out, int n) {{
@@ -117,7 +117,7 @@ extern "C" void *cpufree_malloc(size_t n) {{
     void *p = nullptr;
     return cudaMalloc(&p, n ? n : 1) == cudaSuccess ? p : nullptr;
 }}
-extern "C" void cpufree_free(void *p) {{ cudaFree(p); }}
+extern "C" void cpufree_free(void *p) {{ (void)cudaFree(p); }}
 // Copies between a host array and its device copy, in order on the stream the call launches on, and waits for them.
 extern "C" int cpufree_memcpy(void *dst, const void *src, size_t n, int to_device, void *stream) {{
     CPUFREE_CHECK(cudaMemcpyAsync(dst, src, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
@@ -156,7 +156,7 @@ extern "C" int cpufree_run(void *cpufree_stream_arg, int cpufree_wait{params}) {
         CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_sms, cudaDevAttrMultiProcessorCount, cpufree_dev));
 #if defined(__HIPCC__)
         int cpufree_clock_khz = 0;  // the rate of the wall clock that cpufree::clock_ns reads
-        CPUFREE_CHECK(cudaDeviceGetAttribute(&cpufree_clock_khz, cudaDevAttrWallClockRate, cpufree_dev));
+        CPUFREE_CHECK(cpufree::wall_clock_rate(&cpufree_clock_khz, cpufree_dev));
         CPUFREE_CHECK(cudaMemcpyToSymbol(cpufree_wall_clock_khz, &cpufree_clock_khz, sizeof(cpufree_clock_khz)));
         CPUFREE_CHECK(cudaDeviceSynchronize());  // landed before a kernel on the caller's stream reads it
 #endif
@@ -370,7 +370,7 @@ extern "C" int cpufree_step_times_read(unsigned long long *out, int blocks) {{
     const size_t bytes = sizeof(unsigned long long) * ({n} + 2) * (size_t)blocks;
     const cudaError_t e = cudaMemcpyFromSymbol(out, cpufree_step_times, bytes);
     if (e == cudaSuccess) return blocks;
-    cudaGetLastError();  // not left for the next launch to report
+    (void)cudaGetLastError();  // not left for the next launch to report
     cpufree_fail("reading the step times: %s", cudaGetErrorString(e));
     return -1;
 }}

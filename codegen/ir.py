@@ -59,7 +59,7 @@ class Item:
     regions: tuple = ()  # (container, "R"/"W", subset) of a BLOCK/THREAD item: finer than reads/writes
     row: object = None  # how a map step can run row by row (``rows.RowCandidate``), for tile-local fusion
     source: str = ""  # "file:line" of the program construct the item comes from, where DaCe recorded it
-    # The block function whose blocks run the item (``vocabulary.BlockPart``; ``None``: the whole grid). Its
+    # The block function whose blocks run the item (``facts.BlockPart``; ``None``: the whole grid). Its
     # code sees the part's blocks as its grid (``__block``, ``__blocks``, ``__tid``, ``__nthreads``).
     part: object = None
     collective: bool = False  # a library call that every thread of the whole grid makes together (gemm)

@@ -68,7 +68,7 @@ class KernelSource:
     #: the builder adds their flags
     environments: tuple = ()
     channel: chan.ChannelFacts | None = None  # the device <-> host channel (progress, cancel, notify), if built
-    #: ``@mapgridscope`` scopes: per scope, its block functions' ``vocabulary.BlockPart`` in part order
+    #: ``@mapgridscope`` scopes: per scope, its block functions' ``facts.BlockPart`` in part order
     block_scopes: list = None
     part_syncs: int = 0  # barriers among the blocks of one block function, printed
     #: what the kernel's library calls need of the launch, C++ constant expressions ("0": nothing): the block
@@ -125,7 +125,7 @@ def generate(
     symbols += ctx.dividers.declarations() + deal_rows(root)
     _check_step_times(dialect, step_times)
     printer = Printer(_communicates(root), step_times, race_check, facts, ctx)
-    body = _body(printer, root, args, race_check, facts, step_times)
+    body = _body(printer, root, args, race_check, facts, step_times, shmem)
     nseg = len(printer.segments)
     scopes = block_scopes(root)
     synced = {item.part.scope for item in ir.items(root) if item.part is not None and item.part_sync_before}
@@ -272,9 +272,9 @@ def _kernel_ir(sdfg: dace.SDFG, ctx: KernelContext, channel, facts, race_check: 
     return root, serial_globals
 
 
-def _body(printer: Printer, root: ir.Seq, args: list, race_check: bool, facts, timed: bool) -> list[str]:
+def _body(printer: Printer, root: ir.Seq, args: list, race_check: bool, facts, timed: bool, shmem: bool) -> list[str]:
     """The kernel's body lines: the IR as ``printer`` prints it, after the race checker's names, the channel's
-    beginning and the step timing's shared counters where built."""
+    beginning, the step timing's shared counters and the SHMEM library's per-block set-up where built."""
     body = printer.node(root, 1)
     if race_check:
         body = [f'    cpufree::race::name({a.name}, "{a.name}");' for a in args if a.pointer] + body
@@ -286,6 +286,8 @@ def _body(printer: Printer, root: ir.Seq, args: list, race_check: bool, facts, t
             f"    __shared__ unsigned long long __cpufree_seg[{nseg} + 3];",
             f"    cpufree::StepTimes<{nseg}> __cpufree_times(__cpufree_seg, cpufree_step_times);",
         ] + body
+    if shmem:
+        body = ["    CPUFREE_SHMEM_WORK_GROUP();"] + body
     return body
 
 

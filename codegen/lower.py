@@ -23,7 +23,8 @@ from dace.transformation.passes.analysis.loop_analysis import get_loop_stride
 
 from dace_cpufree.cpp import cexpr
 from dace_cpufree.errors import NotPersistableError
-from dace_cpufree.vocabulary import BlockPart, block_order, loop_range
+from dace_cpufree.facts import BlockPart, state_part
+from dace_cpufree.vocabulary import block_order, loop_range
 
 from . import channel as chan
 from . import ir
@@ -76,7 +77,7 @@ class Channel:
 def lower_block(ctx: KernelContext, block, channel: Channel | None = None):
     """``block`` as an IR node (``ir.Seq``, ``Loop``, ``Branch``, ``Graph`` or ``Jump``)."""
     if isinstance(block, SDFGState):
-        return ir.Seq(_in_part(state_items(ctx, block), BlockPart.from_state(block)))
+        return ir.Seq(_in_part(state_items(ctx, block), state_part(block)))
     if isinstance(block, LoopRegion):
         if channel is None:
             return _lower_loop(ctx, block)

@@ -19,6 +19,7 @@ from dace.sdfg.state import SDFGState
 
 from dace_cpufree.cpp import cexpr, indent
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.facts import map_tile
 from dace_cpufree.vocabulary import contiguous_param
 
 from .captures import pointers
@@ -246,10 +247,9 @@ def _scheduled_map(ctx, state, entry, outputs, par, red, reducible: bool, local,
     no tile size (scheduler off), a one-dimensional parallel space whose contiguous dimension is
     not reduced (one grid-stride loop is already ideal there), or a full reduction.
     """
-    size = entry.map.gpu_block_size
-    if not size:
+    tile = map_tile(entry)
+    if tile is None:
         return None
-    tile = int(size[0])
     dividers = ctx.loop_dividers(state)
     params, ranges = list(entry.map.params), list(entry.map.range)
     rng = dict(zip(params, ranges))

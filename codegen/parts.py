@@ -1,5 +1,5 @@
 """Printing of block parts: the steps of a ``@mapgridscope`` block function or of an automatic scope of independent
-steps run on their part's blocks (:class:`~dace_cpufree.vocabulary.BlockPart` on each :class:`~.ir.Item`), the
+steps run on their part's blocks (:class:`~dace_cpufree.facts.BlockPart` on each :class:`~.ir.Item`), the
 split of the grid computed at kernel start, and the ``inspect`` text of such steps."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def strategy(item: ir.Item) -> str:
 
 def block_scopes(root) -> list:
     """The block scopes of the kernel (``@mapgridscope``) in scope order, each the list of its functions'
-    :class:`~dace_cpufree.vocabulary.BlockPart` in part order."""
+    :class:`~dace_cpufree.facts.BlockPart` in part order."""
     found = {}
     for item in ir.items(root):
         if item.part is not None:

@@ -7,16 +7,18 @@ from pathlib import Path
 
 import dace
 
-from dace_cpufree.codegen import DIALECTS, KernelSource, generate
-from dace_cpufree.codegen.channel import ChannelSpec, program_calls, program_channel, program_waits
+from dace_cpufree.codegen import DIALECTS, KernelSource
+from dace_cpufree.codegen.channel import program_calls
+from dace_cpufree.codegen.program_source import program_source
 from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
 from dace_cpufree.frontend.callbacks import callables
 from dace_cpufree.frontend.parse_errors import frontend_errors
 from dace_cpufree.frontend.source_forms import everyday_forms
 from dace_cpufree.options import CompileOptions
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
+from dace_cpufree.runtime.emulated_pes import EmulatedPes
 from dace_cpufree.transformations import pipeline
-from dace_cpufree.vocabulary import collectives, communicates, has_symmetric
+from dace_cpufree.vocabulary import communicates
 
 
 def _to_sdfg(program_or_sdfg, opts: CompileOptions) -> dace.SDFG:
@@ -82,47 +84,7 @@ def kernel_source(program_or_sdfg, backend: str = "cuda", **options) -> KernelSo
     ``options`` are those of :func:`persistent_sdfg` (``scheduler``, ``tile_sizes``, ``symbols``).
     """
     opts = CompileOptions.resolve(backend=backend, **options)
-    return _source(_transformed(program_or_sdfg, opts), opts)
-
-
-def _source(sdfg: dace.SDFG, opts: CompileOptions) -> KernelSource:
-    """The generated code of a transformed SDFG with the facts the build and the runtime read."""
-    dialect = DIALECTS["cuda" if opts.backend == "emulate" else opts.backend]
-    direct = opts.backend == "cuda" and opts.shmem_transport == "p2p" and has_symmetric(sdfg)
-    calls, tags = program_channel(sdfg)
-    race = opts.race_check is not None
-    shmem = communicates(sdfg)
-    spec = None
-    if opts.wants_channel(calls):
-        stuck = collectives(sdfg) if shmem else []
-        if stuck:
-            raise CpufreeError(
-                f"'{sdfg.name}' communicates through {'; '.join(stuck)}, which every PE must enter, and the device "
-                "<-> host channel (progress, cancel, notify, callbacks, debug_waits) stops each PE at a point of its "
-                "own: a PE that stopped would leave its peers waiting there. Fix: use Allreduce(..., nonblocking=True) "
-                "with AllreduceWait, or shmem_transport='p2p' on one node (both wait in a way a PE can leave), or "
-                "compile without the channel."
-            )
-        spec = ChannelSpec(
-            progress_loops=bool(opts.progress),
-            ring=opts.notify_ring,
-            call_timeout=opts.callback_timeout,
-            debug_waits=opts.debug_waits,
-        )
-    source = generate(
-        sdfg,
-        dialect,
-        direct_stores=direct,
-        step_times=opts.step_times,
-        race_check=race,
-        channel=spec,
-        concurrent_steps=opts.concurrent_steps,
-        shmem=shmem,
-    )
-    if spec is not None:
-        source.channel.tags = tags
-        source.channel.waits = program_waits(sdfg) if shmem else {}
-    return source
+    return program_source(_transformed(program_or_sdfg, opts), opts)
 
 
 def generate_code(program_or_sdfg, backend: str = "cuda", **options) -> str:
@@ -149,8 +111,9 @@ def compile(  # noqa: A001 - the API's name
     callback_timeout: float | None = None,
     concurrent_steps: bool | None = None,
     step_times: bool | None = None,
+    pes: int | None = None,
     load: bool = True,
-) -> PersistentProgram:
+) -> PersistentProgram | EmulatedPes:
     """Compiles a program into a callable that runs it as one persistent kernel.
 
     :param backend: ``"cuda"`` (NVIDIA GPUs), ``"hip"`` (AMD GPUs) or ``"emulate"``: the same CUDA
@@ -184,6 +147,8 @@ def compile(  # noqa: A001 - the API's name
     :param step_times: build the kernel with step timing (``run.step_times()``: each block's time per segment
                        between grid syncs, barriers and steps; the timed build is cached apart from the plain one);
                        default ``DACE_CPUFREE_STEP_TIMES``, else off.
+    :param pes: ``backend="emulate"`` runs a program that communicates on this many PEs on the host: the result's
+                ``on_pes([kwargs_pe0, ...])`` runs them together, one dict of arguments per PE (``docs/multigpu.md``).
     :param load: ``False``: only build (see :func:`prebuild`).
 
     ``print(...)`` of scalars and calls of Python functions that DaCe turns into callbacks run on the host while
@@ -206,9 +171,16 @@ def compile(  # noqa: A001 - the API's name
         concurrent_steps=concurrent_steps,
         step_times=step_times,
     )
-    sdfg, functions, source, library = _built(program_or_sdfg, backend, opts)
+    return _loaded(*_built(program_or_sdfg, backend, opts, pes), backend, opts, pes, load)
+
+
+def _loaded(sdfg, functions, source, library, backend: str, opts: CompileOptions, pes: int | None, load: bool):
+    """The program that :func:`compile` returns: the library's path where not ``load``, the emulated PEs where
+    ``pes`` is given, else the callable of one kernel."""
     if not load:
         return library
+    if pes is not None:
+        return EmulatedPes(sdfg, source, library, pes, callbacks=functions)
     return PersistentProgram(
         sdfg, source, library, backend, progress=opts.progress, timeout=opts.timeout, callbacks=functions
     )
@@ -225,17 +197,36 @@ def _check_backend(backend: str, load: bool) -> None:
         )
 
 
-def _built(program_or_sdfg, backend: str, opts: CompileOptions) -> tuple:
+def _check_pes(name: str, backend: str, shmem: bool, pes: int | None) -> None:
+    """A program that communicates runs in the host emulation on ``pes`` emulated PEs, given; nothing else does."""
+    if pes is None:
+        if shmem and backend == "emulate":
+            raise CpufreeError(
+                f"'{name}' communicates (nvshmem.Putmem/SignalWait/Allreduce), which the host emulation cannot run "
+                "as one PE: it runs the PEs together. Fix: compile(..., backend='emulate', pes=P) and call "
+                "run.on_pes([kwargs_pe0, ..., kwargs_peP-1]) with one dict of arguments per PE."
+            )
+        return
+    if backend != "emulate" or not shmem or isinstance(pes, bool) or not isinstance(pes, int) or pes < 1:
+        raise CpufreeError(
+            f"pes={pes!r} for '{name}' with backend={backend!r}. Fix: pes (a number of PEs, at least 1) is for "
+            "programs that communicate, run in the host emulation (backend='emulate'); on GPUs each PE is a process "
+            "of an mpirun job."
+        )
+
+
+def _built(program_or_sdfg, backend: str, opts: CompileOptions, pes: int | None = None) -> tuple:
     """``(SDFG, host callbacks' functions, generated source, library)`` of the program transformed, generated and
     built; a build error names the program line of the step it is in, where known."""
     sdfg = _transformed(program_or_sdfg, opts)
     functions = callables(program_or_sdfg, program_calls(sdfg))
-    if communicates(sdfg) and backend == "emulate":
+    _check_pes(sdfg.name, backend, communicates(sdfg), pes)
+    source = program_source(sdfg, opts)
+    if pes is not None and (source.channel is not None or source.step_labels):
         raise CpufreeError(
-            f"'{sdfg.name}' communicates (nvshmem.Putmem/SignalWait), which the host emulation cannot run. "
-            "Fix: use backend='cuda' on GPUs, or dace_cpufree.generate_code(...) to inspect the code."
+            f"'{sdfg.name}': the emulated PEs run without the device <-> host channel (progress, timeout, "
+            "callbacks, print, debug_waits) and step timing. Fix: compile without them, or run on GPUs."
         )
-    source = _source(sdfg, opts)
     try:
         library = build(
             source.code,

@@ -1,5 +1,7 @@
 """What a tasklet of the device <-> host channel carries, shared by the frontend that marks it and the generator that
-reads it back (``codegen/channel.py``): a string tag's number, a wait's facts, a host call's facts and its C++ body.
+reads it back (``codegen/channel.py``): a string tag's number, a wait's facts and a host call's C++ body (the
+tasklets' typed facts themselves, :class:`~dace_cpufree.facts.HostCall` among them, are declared in
+:mod:`dace_cpufree.facts`).
 
 The numbers are CRCs of text, the same in every program and process, so the runtime can name a tag or a wait from
 the number the kernel sends.
@@ -8,26 +10,8 @@ the number the kernel sends.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class HostCall:
-    """One host callback of the program (a ``print`` or a Python function DaCe could not parse), as the kernel
-    calls it through the channel's call slot.
-
-    :ivar id: its number in the request's ``HEAD`` word (the index in ``ChannelFacts.calls``).
-    :ivar name: the callback's name in the SDFG (its symbol; the callable is looked up by it).
-    :ivar args: the kind of each argument word (``VALUE_KINDS`` of ``codegen/channel.py``); :ivar results: of each
-        result word.
-    :ivar source: ``file:line`` of the call in the program.
-    """
-
-    id: int
-    name: str
-    args: tuple = ()
-    results: tuple = ()
-    source: str = ""
+from dace_cpufree.facts import HostCall
 
 
 def tag_number(tag: str) -> int:
@@ -36,8 +20,9 @@ def tag_number(tag: str) -> int:
 
 
 def wait_fact(flag: str, source: str) -> dict:
-    """What the tasklet of a wait for a peer's signal carries for the channel (``cpufree_wait`` in its location):
-    its number (a CRC; 0 and 1 are an Allreduce's and a PE barrier's waits), the flag and the program line."""
+    """What the tasklet of a wait for a peer's signal carries for the channel (the fields of its ``wait`` fact,
+    ``facts.WaitMark``): its number (a CRC; 0 and 1 are an Allreduce's and a PE barrier's waits), the flag and the
+    program line."""
     where = source.rsplit("/", 1)[-1]  # the number does not depend on where the program's file lies
     number = tag_number(f"{flag} {where}")
     return {"id": number if number > 1 else number + 2, "flag": flag, "source": source}

@@ -106,6 +106,13 @@ ENVIRONMENT: tuple[EnvOption, ...] = (
         "nvcc's -arch (e.g. sm_90). Default: the GPU of this machine, else sm_90.",
     ),
     EnvOption(
+        "DACE_CPUFREE_HIP_ARCH",
+        str,
+        None,
+        "build",
+        "hipcc's AMD targets, comma-separated (e.g. gfx90a,gfx1030). Default: the AMD GPUs of this machine.",
+    ),
+    EnvOption(
         "DACE_CPUFREE_NVCC_FLAGS",
         str,
         "",
@@ -113,11 +120,26 @@ ENVIRONMENT: tuple[EnvOption, ...] = (
         "More nvcc flags (space-separated), after the generated ones.",
     ),
     EnvOption(
+        "DACE_CPUFREE_HIP_FLAGS",
+        str,
+        "",
+        "build",
+        "More hipcc flags (space-separated), after the generated ones (the tests add -Werror).",
+    ),
+    EnvOption(
         "DACE_CPUFREE_DEVICE",
         int,
         None,
         "run",
         "The GPU a SHMEM process uses. Default: its rank on the node modulo the GPUs it sees.",
+    ),
+    EnvOption(
+        "DACE_CPUFREE_EMULATE_TIMEOUT",
+        float,
+        300.0,
+        "run",
+        "Seconds any wait of the emulated PEs (compile(..., backend='emulate', pes=P)) may last before the run stops "
+        "with a KernelHang; a wait that can never end is reported at once.",
     ),
     EnvOption(
         "DACE_CPUFREE_REF_CACHE",

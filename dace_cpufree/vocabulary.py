@@ -17,15 +17,26 @@ from dace import dtypes
 from dace.sdfg import SDFGState, nodes
 
 
-def register_enum(enum, name: str):
-    """The member ``name`` of DaCe's extensible ``enum``, registered by this package on first use."""
+def register_enum(enum, name: str, template=None):
+    """The member ``name`` of DaCe's extensible ``enum``, registered by this package on first use (with
+    ``template``, a dataclass: a member whose instances carry its fields)."""
     if name not in enum.__members__:
-        enum.register(name)
+        enum.register(name, template)
     return enum[name]
 
 
-#: A map of a persistent kernel: a grid-stride loop over all threads of the cooperative grid.
-PERSISTENT_SCHEDULE = register_enum(dtypes.ScheduleType, "CPUFree_Persistent")
+@dataclass(frozen=True)
+class PersistentMap:
+    """The thread scheduler's choice for a map of a persistent kernel, the attribute of its schedule: ``tile`` a
+    static tile, 0 (the tile chosen at run time) or None (the plain grid-stride loop). ``facts.map_tile`` reads
+    it."""
+
+    tile: int | None = None
+
+
+#: A map of a persistent kernel: a grid-stride loop over all threads of the cooperative grid, or with a tile
+#: (``PERSISTENT_SCHEDULE(tile=T)``) the tile-mapped loops of the thread scheduler.
+PERSISTENT_SCHEDULE = register_enum(dtypes.ScheduleType, "CPUFree_Persistent", PersistentMap)
 
 #: Storage of a container on the symmetric heap (same size and offset on every PE).
 SYMMETRIC_STORAGE = register_enum(dtypes.StorageType, "CPUFree_Symmetric")
@@ -37,8 +48,8 @@ PE_SYMBOLS = (PE_SYMBOL, N_PES_SYMBOL)
 
 
 class PutForm(str, Enum):
-    """How a ``Putmem`` expansion moves the data, in the tasklet's ``location["cpufree_put"]`` (set by the
-    expansion that chooses it: ``frontend/putmem.py``)."""
+    """How a ``Putmem`` expansion moves the data (the tasklet's ``put`` fact, ``facts.CpufreeTasklet``; set by
+    the expansion that chooses it: ``frontend/putmem.py``)."""
 
     CONTIGUOUS = "contiguous"  # one block-cooperative putmem call (dense on both ends)
     ROWS = "rows"  # dense rows shared by the blocks of a lane, one warp-cooperative putmem per row
@@ -139,13 +150,13 @@ def communicates(sdfg: dace.SDFG) -> bool:
 
 
 def collectives(sdfg: dace.SDFG) -> list[str]:
-    """The SHMEM collectives of a prepared SDFG that every PE must enter (tasklets marked ``cpufree_collective``:
-    what it is, with its program line where known)."""
+    """The SHMEM collectives of a prepared SDFG that every PE must enter: the ``collective`` fact of its tasklets
+    (``facts.CpufreeTasklet``: what each is, with its program line where known)."""
     return sorted(
         {
-            node.location["cpufree_collective"]
+            node.collective
             for node, _ in sdfg.all_nodes_recursive()
-            if isinstance(node, nodes.Tasklet) and (node.location or {}).get("cpufree_collective")
+            if isinstance(node, nodes.Tasklet) and getattr(node, "collective", "")
         }
     )
 
@@ -218,85 +229,6 @@ class CPUFreeMatVec(_HeadersOnly):
 
     headers = ["cpufree/gemv.cuh"]
     kernel_headers = ["cpufree/gemv.cuh"]
-
-
-@dataclass(frozen=True)
-class BlockPart:
-    """A block function's share of the grid (``@mapgridscope``): part ``index`` of ``count`` in block scope
-    ``scope`` (one per call of a grid function). ``elems``: the elements of its declared range, or with
-    ``inferred`` the work it does (iterations of its maps and copies), a symbolic expression of the program's
-    symbols; the kernel splits its blocks by these at launch (``cpufree::split_blocks``). ``name``: the grid and
-    block function, ``grid__block``.
-
-    The frontend puts it on the block function's nested SDFG (``node_location``, strings as DaCe's code nodes
-    keep them); flattening moves it to the states of the function (``state_location``)."""
-
-    scope: int
-    index: int
-    count: int
-    elems: str
-    inferred: bool
-    name: str
-    #: what the sizes must satisfy for the scope's block functions to touch no common element, where the
-    #: frontend could not decide it for every size (Python syntax, ``and``/``or``; on part 0; checked before
-    #: each launch: ``runtime.program``); ``""``: nothing to check
-    requires: str = ""
-    #: a step of an automatic scope (independent steps side by side, ``codegen/concurrency.py``): its share is
-    #: computed where it runs, and only when the scope's steps have fewer elements than the grid has threads
-    automatic: bool = False
-    scope_elems: tuple = ()  # automatic: the element counts of every step of the scope, in part order
-
-    _KEYS = ("cpufree_scope", "cpufree_part", "cpufree_parts", "cpufree_elems", "cpufree_inferred")
-
-    def node_location(self) -> dict:
-        values = (self.scope, self.index, self.count, self.elems, int(self.inferred))
-        loc = {k: str(v) for k, v in zip(self._KEYS, values)}
-        if self.requires:
-            loc["cpufree_requires"] = self.requires
-        return loc
-
-    def renamed(self, scope: int, symbols: dict) -> BlockPart:
-        """The part in scope ``scope`` with its expressions in the caller's symbols (``symbols``: a nested SDFG's
-        symbol mapping)."""
-        import dataclasses
-
-        def subs(text: str) -> str:
-            if not text or not symbols:
-                return text
-            expr = dace.symbolic.pystr_to_symbolic(text)
-            mapping = {dace.symbolic.symbol(k): dace.symbolic.pystr_to_symbolic(str(v)) for k, v in symbols.items()}
-            return dace.symbolic.symstr(expr.subs(mapping)) if expr.free_symbols else text
-
-        return dataclasses.replace(self, scope=scope, elems=subs(self.elems), requires=subs(self.requires))
-
-    def state_location(self) -> dict:
-        import sympy
-
-        loc = {k: dace.symbolic.pystr_to_symbolic(v) for k, v in self.node_location().items() if k in self._KEYS}
-        loc["cpufree_part_name"] = sympy.Symbol(self.name)
-        if self.requires:  # kept as text: a condition is not an expression DaCe's location holds
-            loc["cpufree_requires"] = sympy.Symbol(self.requires)
-        return loc
-
-    @classmethod
-    def from_node(cls, node) -> BlockPart | None:
-        loc = getattr(node, "location", None) or {}
-        if "cpufree_part" not in loc:
-            return None
-        return cls._parse(loc, node.label)
-
-    @classmethod
-    def from_state(cls, state) -> BlockPart | None:
-        loc = state.location or {}
-        if "cpufree_part" not in loc:
-            return None
-        return cls._parse(loc, str(loc.get("cpufree_part_name", state.label)))
-
-    @classmethod
-    def _parse(cls, loc: dict, name: str) -> BlockPart:
-        scope, index, count, elems, inferred = (str(loc[k]) for k in cls._KEYS)
-        requires = str(loc.get("cpufree_requires", ""))
-        return cls(int(scope), int(index), int(count), elems, inferred == "1", name, requires)
 
 
 def control_reads(sdfg: dace.SDFG) -> set[str]:

@@ -26,17 +26,18 @@ import dace
 from dace import data as dt
 from dace import library
 from dace.frontend.python.common import StringLiteral
-from dace.properties import Property, make_properties
+from dace.properties import Property
 from dace.sdfg import nodes
 from dace.transformation.transformation import ExpandTransformation
 
 from dace_cpufree.cpp import cexpr
 from dace_cpufree.errors import CommunicationError
+from dace_cpufree.facts import CpufreeTasklet, placement
 from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL
 
 from .environments import NVSHMEM, ROCSHMEM
 from .layout import _dims, is_dense
-from .putmem import _check_prepared, _edge, location
+from .putmem import _check_prepared, _edge
 from .shmem_api import NVSHMEM_API, NVSHMEM_P2P_API, ROCSHMEM_API, ShmemAPI
 
 #: Operators by the names a program may use (ours, and DaCe's ``dace.comm.Allreduce`` spelling).
@@ -129,23 +130,6 @@ def gather_code(node, state, api: ShmemAPI) -> str:
     return "\n".join(lines)
 
 
-@dace.serialize.serializable
-@make_properties
-class OrderedTasklet(nodes.Tasklet):
-    """A tasklet that keeps its place in program order: it declares side effects, so DaCe's state fusion does not
-    merge its state with independent dataflow (whose topological order could then move work from between a
-    non-blocking start and its wait to before the start). Not a host callback: the tasklet is device code."""
-
-    def has_side_effects(self, sdfg) -> bool:
-        return True
-
-    @staticmethod
-    def from_json(json_obj, context=None):
-        ret = OrderedTasklet("dummylabel")
-        dace.serialize.set_properties_from_json(ret, json_obj, context=context)
-        return ret
-
-
 def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
     _check_prepared(node)
     ptr = lambda c, out: dace.pointer(sdfg.arrays[_edge(state, node, c, out).data.data].dtype)  # noqa: E731
@@ -155,12 +139,15 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
         code, executor, remote = gather_code(node, state, api), "thread", ["_flags"] if "_flags" in outputs else []
     else:
         code, executor, remote = _library_call(node, state, sdfg, api), "block", []
-    where = location(executor, node.block, remote)
+    collective = ""
     if not node.gather:  # every PE must enter the library's collective: a PE that stopped would leave it waiting
         info = node.debuginfo
         line = f" at {info.filename}:{info.start_line}" if info is not None and info.start_line else ""
-        where["cpufree_collective"] = f"Allreduce (the SHMEM library's collective reduction){line}"
-    return OrderedTasklet(node.label, inputs, outputs, code, language=dace.Language.CPP, location=where)
+        collective = f"Allreduce (the SHMEM library's collective reduction){line}"
+    # ordered: DaCe's state fusion must not merge its state with independent dataflow (whose topological order
+    # could then move work from between a non-blocking start and its wait to before the start)
+    where = placement(executor, node.block, remote)
+    return CpufreeTasklet(node.label, inputs, outputs, code, **where, collective=collective, ordered=True)
 
 
 @library.expansion

@@ -10,8 +10,9 @@ in the tasklet: DaCe's wrapper of the callable (``program.__sdfg_closure__()``) 
 through the device <-> host channel's call slot (``cpufree::channel::call``, see ``docs/channel.md``): the same
 input and output edges, so the generator's synchronisation analysis orders the result's readers after it (a grid
 sync before the other threads use it), and the ``__pystate`` chain keeps the calls in program order. The tasklet
-is marked in its ``location`` (``cpufree_channel: call``, ``cpufree_call``: the call's facts as JSON), which is
-where the generator reads them (:func:`dace_cpufree.codegen.channel.program_calls`). The callback's symbol is
+(a :class:`~dace_cpufree.facts.CpufreeTasklet`, ``channel = "call"``) carries the call's facts (``call``, a
+:class:`~dace_cpufree.channel_marks.HostCall`), which is where the generator reads them
+(:func:`dace_cpufree.codegen.channel.program_calls`). The callback's symbol is
 removed from the SDFG: the kernel does not take the function as an argument.
 
 Scalars only: a call that passes an array, returns several values or an untyped value, or sits inside a parallel
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import json
 import re
 from dataclasses import dataclass
 
@@ -33,11 +33,12 @@ from dace import data as dt
 from dace.sdfg import nodes
 from dace.sdfg.type_inference import infer_expr_type
 
-from dace_cpufree.channel_marks import HostCall, call_code
+from dace_cpufree.channel_marks import call_code
 from dace_cpufree.cpp import cexpr
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.facts import CpufreeTasklet, HostCall
 
-from .channel_calls import PRINT_CALLBACKS, ChannelTasklet
+from .channel_calls import PRINT_CALLBACKS
 
 #: How to write a scan that persistent kernels run (a loop carried by one thread per step).
 SCAN_FIX = "write the scan as a loop: out[0] = a[0], then for i in range(1, N): out[i] = out[i - 1] * a[i]"
@@ -261,9 +262,8 @@ def _replace(state, node, fact: HostCall, texts, reads, writes, in_edges, out_ed
         inputs[state_in] = owner.arrays[in_edges[state_in].data.data].dtype
         outputs[state_out] = owner.arrays[out_edges[state_out].data.data].dtype
         code += f"\n{state_out} = {state_in};"
-    location = {"cpufree_channel": "call", "cpufree_call": json.dumps(fact.__dict__)}
-    new = ChannelTasklet(
-        f"host_call_{fact.name}_{fact.id}", inputs, outputs, code, language=dace.Language.CPP, location=location
+    new = CpufreeTasklet(
+        f"host_call_{fact.name}_{fact.id}", inputs, outputs, code, channel="call", call=fact, ordered=True
     )
     new.debuginfo = node.debuginfo
     state.add_node(new)

@@ -2,10 +2,11 @@
 
 Each call becomes a C++ tasklet run by the leader thread (the default placement of a tasklet outside a map) that
 writes to the device <-> host channel (``cpufree/channel.cuh``): two volatile stores for progress, one ring record
-for a notification. The tasklet is marked in its ``location`` (``cpufree_channel``: ``"progress"`` or
-``"notify"``; ``cpufree_notify_tag``: the name of a string tag), so the compiler builds the channel for programs
-that use it without reading any code text (:func:`dace_cpufree.codegen.channel.program_channel`). It has side
-effects and no outputs, so DaCe's dead-code passes keep it, and it orders nothing: the kernel never waits for it.
+for a notification. The tasklet (a :class:`~dace_cpufree.facts.CpufreeTasklet`) states its ``channel`` use
+(``"progress"`` or ``"notify"``; ``notify_tag``: the name of a string tag), so the compiler builds the channel for
+programs that use it without reading any code text (:func:`dace_cpufree.codegen.channel.program_channel`). It has
+side effects (``ordered``) and no outputs, so DaCe's dead-code passes keep it, and it orders nothing: the kernel
+never waits for it.
 
 ``print(...)`` in a compiled program becomes a host callback (:func:`print_callback`; :mod:`.callbacks` rewrites it
 into a call through the channel). DaCe's own callback of ``print`` fails on a symbol argument (``print(t)`` of a loop
@@ -30,28 +31,18 @@ from dace import data as dt
 from dace.frontend.common import op_repository as oprepo
 from dace.frontend.python.common import StringLiteral
 from dace.memlet import Memlet
-from dace.properties import make_properties
 from dace.sdfg import nodes
 from dace.sdfg.type_inference import infer_expr_type
 
 from dace_cpufree.channel_marks import tag_number
 from dace_cpufree.cpp import cexpr
 from dace_cpufree.errors import CpufreeError
+from dace_cpufree.facts import CpufreeTasklet
 
 from .arguments import call_site, scalar_in_memory
 
 PROGRESS_NAMES = ("dace_cpufree.progress", "dace_cpufree.channel.progress")
 NOTIFY_NAMES = ("dace_cpufree.notify", "dace_cpufree.channel.notify")
-
-
-@make_properties
-class ChannelTasklet(nodes.Tasklet):
-    """A tasklet that writes to the channel: it has an effect outside the dataflow (the host sees it), so DaCe's
-    dead-code passes keep it although it has no outputs. Its ``side_effects`` property stays unset: that one marks
-    host callbacks, which a persistent kernel refuses."""
-
-    def has_side_effects(self, sdfg) -> bool:
-        return True
 
 
 def _value(sdfg: dace.SDFG, value, call: str, role: str) -> tuple[str | None, str | None]:
@@ -81,11 +72,10 @@ def _tasklet(pv, sdfg, state, label: str, kind: str, values: dict, code: str, ta
         else:
             texts[role] = f"_{role}"
             reads[f"_{role}"] = data
-    location = {"cpufree_channel": kind}
-    if tag is not None:
-        location["cpufree_notify_tag"] = tag
     inputs = {conn: sdfg.arrays[data].dtype for conn, data in reads.items()}
-    node = ChannelTasklet(label, inputs, {}, code.format(**texts), language=dace.Language.CPP, location=location)
+    # ordered: an effect outside the dataflow (the host sees it), so DaCe's dead-code passes keep it although it
+    # has no outputs
+    node = CpufreeTasklet(label, inputs, {}, code.format(**texts), channel=kind, notify_tag=tag, ordered=True)
     state.add_node(node)
     for conn, data in reads.items():
         state.add_edge(state.add_read(data), None, node, conn, Memlet(data=data, subset="0"))

@@ -9,9 +9,9 @@ from the work (iterations of its maps and copies): a function with no more work 
 
 The grid function is a DaCe SDFG-convertible object (DaCe's frontend calls ``__sdfg__`` at the call site):
 each block function is parsed by DaCe as a program of the grid function's parameters and becomes a nested SDFG
-that DaCe does not inline, carrying its :class:`~dace_cpufree.vocabulary.BlockPart`. Checks here, each naming
-the function and the fix: overlapping ranges, ranges outside the arrays a function writes, a function reading
-or writing what another one writes.
+that DaCe does not inline (a :class:`~dace_cpufree.facts.BlockFunction`), carrying its
+:class:`~dace_cpufree.facts.BlockPart`. Checks here, each naming the function and the fix: overlapping ranges,
+ranges outside the arrays a function writes, a function reading or writing what another one writes.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dace.frontend.python.parser import DaceProgram
 from dace.sdfg import nodes
 
 from dace_cpufree.errors import NotPersistableError
-from dace_cpufree.vocabulary import BlockPart
+from dace_cpufree.facts import BlockPart, as_block_function
 
 from .putmem import Putmem
 
@@ -187,9 +187,10 @@ class GridFunction(SDFGConvertible):
             node = state.add_nested_sdfg(sub, sorted(ins), sorted(outs), symbol_mapping=mapping)
             node.no_inline = True
             node.label = f"{self.name}__{bf.name}"
-            node.location = BlockPart(
+            part = BlockPart(
                 scope, index, total, self._elems(bf, sub), bf.ranges is None, node.label, requires if index == 0 else ""
-            ).node_location()
+            )
+            node = as_block_function(state, node, part)
             for name in ins:
                 whole = dace.Memlet.from_array(name, outer.arrays[name])
                 state.add_edge(state.add_read(name), None, node, name, whole)

@@ -21,11 +21,10 @@ sets ``flag`` there to ``signal`` once the data has arrived. Expansions (one per
   then ``rocshmem_quiet()`` and ``rocshmem_uint64_atomic_set`` for the signal; dense rows as above with
   ``rocshmem_putmem_nbi_wave``.
 
-The tasklet is executed by all threads of one thread block (``location["cpufree_executor"] = "block"``,
-block ``location["cpufree_block"]``), or for dense rows by the blocks of a lane (``"blocks"``, lane
-``cpufree_block`` of ``cpufree_lanes``). ``_dest`` and ``_flag`` address another PE's memory and are listed
-in ``location["cpufree_remote"]``: the kernel generator binds them as pointers but does not count them
-as local accesses.
+The tasklet (a :class:`~dace_cpufree.facts.CpufreeTasklet`) is executed by all threads of one thread block
+(``executor = "block"``, block ``block``), or for dense rows by the blocks of a lane (``"blocks"``, lane ``block``
+of ``lanes``). ``_dest`` and ``_flag`` address another PE's memory and are listed in its ``remote``: the kernel
+generator binds them as pointers but does not count them as local accesses.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from dace.transformation.transformation import ExpandTransformation
 
 from dace_cpufree.cpp import INDEX_T, cexpr, indent
 from dace_cpufree.errors import NotPersistableError
+from dace_cpufree.facts import CpufreeTasklet, placement
 from dace_cpufree.vocabulary import PutForm
 
 from .environments import NVSHMEM, ROCSHMEM
@@ -65,21 +65,6 @@ def expression_symbols(*exprs) -> set[str]:
     for e in exprs:
         out |= {str(s) for s in dace.symbolic.pystr_to_symbolic(str(e)).free_symbols}
     return out
-
-
-def location(
-    executor: str, block: int, remote: list[str] | None = None, lanes: int = 1, exit_barrier: bool = True
-) -> dict:
-    """The tasklet ``location`` keys that the kernel generator reads (``codegen.dataflow.tasklet_item``);
-    ``exit_barrier=False``: the blocks of a ``"blocks"`` item go on without a barrier after it."""
-    loc = {"cpufree_executor": executor, "cpufree_block": str(block)}
-    if executor == "blocks":
-        loc["cpufree_lanes"] = str(lanes)
-    if not exit_barrier:
-        loc["cpufree_exit_barrier"] = "no"
-    if remote:
-        loc["cpufree_remote"] = ",".join(remote)
-    return loc
 
 
 def value_text(node, prop: str, conn: str) -> str:
@@ -252,16 +237,10 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
     layout = put_layout(node, state, sdfg)
     form = put_form(api, layout)
     executor = "blocks" if form in (PutForm.ROWS, PutForm.DIRECT) else "block"
-    loc = location(executor, node.block, remote, node.lanes, exit_barrier=not api.direct)
-    return nodes.Tasklet(
-        node.label,
-        inputs,
-        outputs,
-        put_code(node, state, sdfg, api, layout),
-        language=dace.Language.CPP,
-        # direct stores: the block need not wait for its thread 0's fence (see _direct_stores)
-        location={**loc, "cpufree_put": form.value, "cpufree_put_hidden": node.hidden},
-    )
+    # direct stores: the block need not wait for its thread 0's fence (see _direct_stores)
+    where = placement(executor, node.block, remote, node.lanes, exit_barrier=not api.direct)
+    code = put_code(node, state, sdfg, api, layout)
+    return CpufreeTasklet(node.label, inputs, outputs, code, **where, put=form, put_hidden=bool(node.hidden))
 
 
 @library.expansion

@@ -27,7 +27,8 @@ class ShmemAPI:
     signal_op: str  # one thread sets a remote flag: format(flag=, value=, pe=)
     signal_set: str  # the SET signal operator
     quiet: str
-    barrier_all: str  # one thread's PE-wide barrier (completes its updates too)
+    barrier_all: str  # the PE-wide barrier (completes its updates too), called by barrier_executor
+    barrier_executor: str  # who calls it: one thread ("thread") or all threads of block 0 ("block")
     iput: str  # one thread's strided put, format(t=type name); empty: the library has none
     wait: str  # one thread waits until the local flag is >= value: format(flag=, value=)
     type_names: dict  # dace typeclass -> type name in typed calls (nvshmem_<T>_iput, rocshmem_<T>_p)
@@ -60,6 +61,7 @@ NVSHMEM_API = ShmemAPI(
             "#endif",
         ]
     ),
+    barrier_executor="thread",
     iput="nvshmem_{t}_iput",
     wait="nvshmem_signal_wait_until({flag}, NVSHMEM_CMP_GE, {value});",
     type_names={
@@ -84,7 +86,8 @@ ROCSHMEM_API = ShmemAPI(
     signal_op="rocshmem_uint64_atomic_set({flag}, {value}, {pe});",
     signal_set="ROCSHMEM_SIGNAL_SET",
     quiet="rocshmem_quiet();",
-    barrier_all="rocshmem_barrier_all();",
+    barrier_all="rocshmem_wg_barrier_all();",  # rocSHMEM's device barrier is a work-group collective
+    barrier_executor="block",
     iput="",
     wait="rocshmem_ulonglong_wait_until((unsigned long long *){flag}, ROCSHMEM_CMP_GE, {value});",
     type_names={

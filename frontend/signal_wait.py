@@ -9,7 +9,7 @@ read-after-write analysis, and nothing else needs to know about remote writes.
 
 With the device <-> host channel (``CPUFREE_CHANNEL_SHMEM``, see ``cpufree/channel.cuh``) the wait polls and is
 left when this PE or a peer stops, and in debug mode (``debug_waits``) one that lasts too long is reported through
-the channel: the tasklet carries the wait's facts for that (``cpufree_wait``: number, flag, program line).
+the channel: the tasklet carries the wait's facts for that (its ``wait``: number, flag, program line).
 
 Debugging hangs without the channel: built with ``-DCPUFREE_WAIT_TIMEOUT_NS=<ns>``
 (``DACE_CPUFREE_WAIT_TIMEOUT_MS`` in the environment at build time), the wait polls instead, and after the timeout
@@ -18,8 +18,6 @@ prints the PE, the flag (name, index and address), its value and the expected on
 
 from __future__ import annotations
 
-import json
-
 import dace
 from dace import library
 from dace.properties import ListProperty, Property, SymbolicProperty
@@ -27,9 +25,10 @@ from dace.sdfg import nodes
 from dace.transformation.transformation import ExpandTransformation
 
 from dace_cpufree.channel_marks import wait_fact as channel_wait_fact
+from dace_cpufree.facts import CpufreeTasklet, WaitMark, placement
 
 from .environments import NVSHMEM, ROCSHMEM
-from .putmem import _check_prepared, _edge, expression_symbols, location, value_text
+from .putmem import _check_prepared, _edge, expression_symbols, value_text
 from .shmem_api import NVSHMEM_API, NVSHMEM_P2P_API, ROCSHMEM_API, ShmemAPI
 
 
@@ -66,9 +65,9 @@ def _expand(node, state, sdfg, api: ShmemAPI) -> nodes.Tasklet:
     if "_signal" in node.in_connectors:
         inputs["_signal"] = sdfg.arrays[_edge(state, node, "_signal", False).data.data].dtype
     outputs = {c: dace.pointer(sdfg.arrays[_edge(state, node, c, True).data.data].dtype) for c in node.out_connectors}
-    where = {**location("each", node.block), "cpufree_wait": json.dumps(wait_fact(node, state))}
-    return nodes.Tasklet(
-        node.label, inputs, outputs, wait_code(node, state, api), language=dace.Language.CPP, location=where
+    mark = WaitMark(**wait_fact(node, state))
+    return CpufreeTasklet(
+        node.label, inputs, outputs, wait_code(node, state, api), **placement("each", node.block), wait=mark
     )
 
 

@@ -1,4 +1,5 @@
-"""Helpers shared by the tests: the suite kernels against NumPy, and their parameter list."""
+"""Shared by the tests: a host library built against the runtime headers, and a program module run against its
+NumPy reference."""
 
 import copy
 import ctypes
@@ -6,15 +7,9 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import dace_cpufree
 from dace_cpufree.runtime.build import INCLUDE_DIR
-from npbench_runs.kernels import KERNELS
-
-# Kernels the compiler does not handle yet: expected to fail with exactly this error (strict, so the
-# mark has to go as soon as they pass); each entry names the program and the error it stops at.
-KNOWN_FAILURES: dict[str, str] = {}
 
 
 def host_library(folder: Path, source: str) -> ctypes.CDLL:
@@ -25,19 +20,6 @@ def host_library(folder: Path, source: str) -> ctypes.CDLL:
     proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return ctypes.CDLL(str(folder / "host.so"))
-
-
-def kernel_params():
-    """sorted(KERNELS), the ones in KNOWN_FAILURES marked strict xfail (raising NotPersistableError)."""
-    return [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(reason=KNOWN_FAILURES[name], raises=dace_cpufree.NotPersistableError, strict=True),
-        )
-        if name in KNOWN_FAILURES
-        else name
-        for name in sorted(KERNELS)
-    ]
 
 
 def check_against_numpy(

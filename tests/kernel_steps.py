@@ -5,6 +5,7 @@ from dace.sdfg import nodes
 from dace_cpufree.codegen import ir
 
 import dace_cpufree
+from dace_cpufree.facts import CpufreeTasklet
 from dace_cpufree.vocabulary import PutForm
 
 
@@ -28,25 +29,22 @@ def tiles(source) -> set[int]:
     return {i.tile for i in items(source) if i.tile}
 
 
-def puts(sdfg) -> list[nodes.Tasklet]:
+def puts(sdfg) -> list[CpufreeTasklet]:
     """The tasklets the SHMEM expansions made of the puts of a prepared SDFG, in the order DaCe lists them; each
-    one's ``location`` holds the expansion's choices: ``cpufree_put`` (a ``PutForm``) and ``cpufree_put_hidden``
-    (other work comes before the next wait)."""
-    return [
-        n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, nodes.Tasklet) and "cpufree_put" in (n.location or {})
-    ]
+    one's ``put`` is the expansion's choice (a ``PutForm``) and ``put_hidden`` whether other work comes before the
+    next wait."""
+    return [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, CpufreeTasklet) and n.put is not None]
 
 
-def hidden(put: nodes.Tasklet) -> bool:
-    """Whether other work comes before the wait after a put (its expansion's ``cpufree_put_hidden``; DaCe keeps
-    a tasklet's ``location`` values as text)."""
-    return str(put.location["cpufree_put_hidden"]) == "True"
+def hidden(put: CpufreeTasklet) -> bool:
+    """Whether other work comes before the wait after a put (its expansion's ``put_hidden``)."""
+    return put.put_hidden
 
 
 def put_forms(program, **options) -> list[PutForm]:
     """How each put of ``program`` (built with the options of ``dace_cpufree.persistent_sdfg``) moves its data,
     as its expansion chose, in the order DaCe lists the tasklets."""
-    return [PutForm(n.location["cpufree_put"]) for n in puts(dace_cpufree.persistent_sdfg(program, **options))]
+    return [n.put for n in puts(dace_cpufree.persistent_sdfg(program, **options))]
 
 
 def top_maps(sdfg) -> list[str]:

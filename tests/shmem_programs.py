@@ -84,3 +84,43 @@ def product_in_ring(A: dace.float64[N, M], B: dace.float64[M, M], C: dace.float6
         C[:] = A @ B
         A[1:-1, :] = C[1:-1, :] + 1.0
         nvshmem.Putmem(A[0, :], A[N - 2, :], (me + 1) % npes)
+
+
+# Programs for the emulation of several PEs (tests/runtime/test_multipe_emulate.py): two exchanges that the race
+# checker must find unsafe, and waits that can never end.
+
+
+@dace.program
+def ring_without_flow_control(A: dace.float64[N], B: dace.float64[N], flags: dace.uint64[1], T: dace.int64):
+    """A ring halo exchange with no flow control: PE me puts step t + 1's edge into its neighbour's halo A[0]
+    after its own wait of step t, while the neighbour may still read step t's halo (nothing tells me when it did)."""
+    me, npes = nvshmem.my_pe(), nvshmem.n_pes()
+    for t in range(1, T + 1):
+        nvshmem.Putmem(A[0:1], A[N - 2 : N - 1], (me + 1) % npes, flags[0], t)
+        nvshmem.SignalWait(flags[0], t)
+        B[1:-1] = A[:-2] + A[2:]
+        A[1:-1] = B[1:-1] * 0.5
+
+
+@dace.program
+def halo_read_before_wait(A: dace.float64[N], B: dace.float64[N], flags: dace.uint64[1]):
+    """Reads the halo A[0] before the wait for the signal of the put that fills it."""
+    me, npes = nvshmem.my_pe(), nvshmem.n_pes()
+    nvshmem.Putmem(A[0:1], A[N - 2 : N - 1], (me + 1) % npes, flags[0], 1)
+    B[1:-1] = A[:-2] + A[2:]
+    nvshmem.SignalWait(flags[0], 1)
+
+
+@dace.program
+def same_element_from_every_pe(A: dace.float64[N]):
+    """Every PE puts into element 0 of PE 0's A, none ordered after another."""
+    nvshmem.Putmem(A[0:1], A[1:2], 0)
+
+
+@dace.program
+def wait_never_signalled(A: dace.float64[N], B: dace.float64[N], flags: dace.uint64[1]):
+    """Waits for the signal value 2 where the put signals 1."""
+    me, npes = nvshmem.my_pe(), nvshmem.n_pes()
+    nvshmem.Putmem(A[0:1], A[N - 2 : N - 1], (me + 1) % npes, flags[0], 1)
+    nvshmem.SignalWait(flags[0], 2)
+    B[:] = A[:] * 2.0

@@ -1,8 +1,8 @@
 """The layers point down: the code generator imports nothing from the passes or the frontend, the frontend nothing
 from the generator or the runtime, the runtime nothing from the compiler layers, and the shared modules (vocabulary,
-options, launcher, errors, memlets, sizes, cpp, channel_marks) nothing of ours but each other; inside a layer the
-modules import each other without a cycle. Read from the sources' import statements (those inside functions too), so
-a new arrow fails here before it spreads."""
+options, launcher, errors, memlets, sizes, cpp, channel_marks, facts) nothing of ours but each other; inside a layer
+the modules import each other without a cycle. Read from the sources' import statements (those inside functions too),
+so a new arrow fails here before it spreads. The compiler's tests import nothing of the benchmark suite."""
 
 import ast
 from pathlib import Path
@@ -27,6 +27,7 @@ SHARED = {
     "dace_cpufree.sizes",
     "dace_cpufree.cpp",
     "dace_cpufree.channel_marks",
+    "dace_cpufree.facts",
 }
 
 #: what each layer may not import
@@ -188,3 +189,102 @@ def test_tests_and_benchmarks_import_the_installed_package_names():
                 if name in FOLDERS or name.startswith(bare):
                     offenders.append(f"{path.relative_to(ROOT)}: {name}")
     assert not offenders, offenders
+
+
+def test_facts_import_only_the_vocabulary():
+    """Every layer reads the facts: their module imports nothing of ours but the vocabulary and the C++ helpers."""
+    names = _imports(ROOT / "dace_cpufree" / "facts.py", "dace_cpufree")
+    ours = {n for n in names if n.startswith("dace_cpufree")}
+    allowed = ("dace_cpufree.vocabulary", "dace_cpufree.cpp")
+    assert all(any(n == a or n.startswith(a + ".") for a in allowed) for n in ours), ours
+
+
+def test_no_stage_hands_on_facts_in_location_strings():
+    """A fact travels as a typed property declared in ``dace_cpufree/facts.py``, not as a ``"cpufree_..."`` key of
+    DaCe's free-form ``location`` dictionary written in one module and parsed in another: outside facts.py no module
+    of the compiler names ``location`` together with such a key."""
+    offenders = []
+    for folder in ("codegen", "transformations", "frontend", "dace_cpufree"):
+        for path in _sources(folder):
+            if path.name == "facts.py":
+                continue
+            for k, line in enumerate(path.read_text().splitlines(), 1):
+                if "location" in line and '"cpufree_' in line:
+                    offenders.append(f"{path.relative_to(ROOT)}:{k}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+def _test_modules(tests: Path) -> dict[str, list[Path]]:
+    """The modules under ``tests`` by the name they are imported with: pytest puts ``tests`` and each folder of a test
+    module (none has an ``__init__.py``) on the path, so a module's name is its file's stem, below its package's
+    name inside a package."""
+    names: dict[str, list[Path]] = {}
+    for path in sorted(tests.rglob("*.py")):
+        if any(part.startswith(("_", ".")) for part in path.relative_to(tests).parts[:-1]):
+            continue  # __pycache__, _dacegraphs
+        parts = [] if path.stem == "__init__" else [path.stem]
+        folder = path.parent
+        while folder != tests and (folder / "__init__.py").exists():
+            parts.insert(0, folder.name)
+            folder = folder.parent
+        names.setdefault(".".join(parts), []).append(path)
+    return names
+
+
+def _benchmark_imports(tests: Path) -> list[str]:
+    """Where a module under ``tests`` outside ``tests/benchmarks``, or a module under ``tests`` that one of them
+    imports (at any depth), imports the benchmark suite (``npbench_runs``)."""
+    modules = _test_modules(tests)
+    benchmarks = tests / "benchmarks"
+    todo = [(p, None) for paths in modules.values() for p in paths if benchmarks not in p.parents]
+    seen, offenders = set(), []
+    while todo:
+        path, importer = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        name = next(n for n, paths in modules.items() if path in paths)
+        package = name if path.stem == "__init__" else name.rpartition(".")[0]
+        for imported in sorted(_imports(path, package)):
+            if imported == "npbench_runs" or imported.startswith("npbench_runs."):
+                via = f" (imported by {importer.relative_to(tests)})" if importer else ""
+                offenders.append(f"{path.relative_to(tests)}{via} imports {imported}")
+            parts = imported.split(".")
+            for k in range(1, len(parts) + 1):  # the module and the packages it is in
+                todo += [(p, path) for p in modules.get(".".join(parts[:k]), [])]
+    return offenders
+
+
+def test_the_compilers_tests_import_no_benchmark_code():
+    """The compiler's tests (everything under tests/ but tests/benchmarks) and the modules of tests/ they import
+    import nothing of the benchmark suite: their programs are their own, so a change to a benchmark changes no test
+    of the compiler. Tests of the suite's kernels, stencils and solvers live in tests/benchmarks."""
+    offenders = _benchmark_imports(ROOT / "tests")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_benchmark_import_check_follows_imported_modules(tmp_path):
+    """A benchmark import is found in a test module, in a package's module, and in a module of tests/benchmarks that
+    a module outside it imports by the name pytest's path gives it (inside a function too); tests/benchmarks itself
+    may import the suite."""
+    for folder in ("codegen", "benchmarks", "programs"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "programs" / "__init__.py").write_text("")
+    (tmp_path / "programs" / "stencil.py").write_text("from npbench_runs.multigpu import jacobi_2d\n")
+    (tmp_path / "benchmarks" / "suite.py").write_text("from npbench_runs.kernels import KERNELS\n")
+    (tmp_path / "benchmarks" / "test_suite.py").write_text("import suite\nimport npbench_runs\n")
+    (tmp_path / "shared.py").write_text("def f():\n    from suite import KERNELS\n")
+    (tmp_path / "codegen" / "test_a.py").write_text("import shared\nfrom programs.stencil import plain\n")
+    (tmp_path / "codegen" / "test_b.py").write_text("from npbench_runs.kernels import gemm\n")
+    assert sorted(_benchmark_imports(tmp_path)) == [
+        "benchmarks/suite.py (imported by shared.py) imports npbench_runs.kernels",
+        "benchmarks/suite.py (imported by shared.py) imports npbench_runs.kernels.KERNELS",
+        "codegen/test_b.py imports npbench_runs.kernels",
+        "codegen/test_b.py imports npbench_runs.kernels.gemm",
+        "programs/stencil.py imports npbench_runs.multigpu",
+        "programs/stencil.py imports npbench_runs.multigpu.jacobi_2d",
+    ]
+    (tmp_path / "codegen" / "test_b.py").write_text("import programs\n")
+    (tmp_path / "shared.py").write_text("import numpy\n")
+    (tmp_path / "programs" / "stencil.py").write_text("import dace\n")
+    assert _benchmark_imports(tmp_path) == []

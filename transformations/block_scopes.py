@@ -1,5 +1,5 @@
 """Block scopes (``@mapgridscope``): the block functions' nested SDFGs become states of the kernel, each state
-carrying its function's :class:`~dace_cpufree.vocabulary.BlockPart` in its ``location``.
+marked with its function's :class:`~dace_cpufree.facts.BlockPart` (:func:`~dace_cpufree.facts.mark_state`).
 
 The frontend gives every block function a nested SDFG that DaCe does not inline (``no_inline``), so that
 simplification and map fusion cannot mix one function's steps with another's. Once the rest of the program is
@@ -16,15 +16,15 @@ from dace.sdfg import nodes
 from dace.transformation.interstate import InlineMultistateSDFG, InlineSDFG
 
 from dace_cpufree.errors import NotPersistableError
-from dace_cpufree.vocabulary import BlockPart
+from dace_cpufree.facts import BlockFunction, mark_state, state_part
 
 
-def block_functions(sdfg: dace.SDFG) -> list[nodes.NestedSDFG]:
+def block_functions(sdfg: dace.SDFG) -> list[BlockFunction]:
     """The block functions' nested SDFGs, in program order; raises where one is not at the kernel's top level
     (inside a map, a data-dependent branch or another block function), where its blocks could not be split."""
     found = []
     for node, state in sdfg.all_nodes_recursive():
-        if not isinstance(node, nodes.NestedSDFG) or BlockPart.from_node(node) is None:
+        if not isinstance(node, BlockFunction):
             continue
         if state.sdfg is not sdfg or state.entry_node(node) is not None:
             name = node.label.replace("__", ".", 1)
@@ -49,19 +49,18 @@ def prepare_block_scopes(sdfg: dace.SDFG) -> int:
 def simplify(sdfg: dace.SDFG) -> None:
     """DaCe's simplification, without fusing states when block functions' states are marked: a fused state has
     one placement (the block functions' states hold their steps apart)."""
-    parts = any(BlockPart.from_state(s) is not None for s in sdfg.states())
+    parts = any(state_part(s) is not None for s in sdfg.states())
     sdfg.simplify(skip={"FuseStates"} if parts else None)
 
 
-def flatten_block_scopes(sdfg: dace.SDFG, functions: list[nodes.NestedSDFG]) -> int:
+def flatten_block_scopes(sdfg: dace.SDFG, functions: list[BlockFunction]) -> int:
     """Inlines each block function into states of its own, marked with its part (scopes renumbered from 0 in
     program order). Returns the number of scopes."""
     scopes = {}
     for node in functions:
-        part = BlockPart.from_node(node)
-        scopes.setdefault(part.scope, len(scopes))
+        scopes.setdefault(node.part.scope, len(scopes))
     for node in functions:
-        part = BlockPart.from_node(node).renamed(scopes[BlockPart.from_node(node).scope], dict(node.symbol_mapping))
+        part = node.part.renamed(scopes[node.part.scope], dict(node.symbol_mapping))
         state = _state_of(sdfg, node)
         if any(not isinstance(n, nodes.AccessNode) and n is not node for n in state.nodes()):
             state = _isolate(state, node)
@@ -77,7 +76,7 @@ def flatten_block_scopes(sdfg: dace.SDFG, functions: list[nodes.NestedSDFG]) -> 
         if state in set(sdfg.states()):
             mine.append(state)
         for s in mine:
-            s.location = part.state_location()
+            mark_state(s, part)
     return len(scopes)
 
 

@@ -42,6 +42,7 @@ from dace_cpufree.frontend import Allreduce
 from dace_cpufree.frontend.shmem_api import APIS, implementation
 
 from dace_cpufree.errors import CommunicationError, NotPersistableError
+from dace_cpufree.facts import copy_state_mark
 from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL, PE_SYMBOLS, SYMMETRIC_STORAGE
 
 from .block_scopes import simplify
@@ -247,7 +248,7 @@ class PrepareCommunication(ppl.Pass):
             if id(block) not in after:
                 after[id(block)] = region.add_state_after(block, f"quiet_after_{block.label}")
                 if isinstance(block, dace.SDFGState):
-                    after[id(block)].location = dict(block.location)
+                    copy_state_mark(block, after[id(block)])
             add_quiet(sdfg, put, put_state, after[id(block)], self._implementation)
         fence_received_buffers(sdfg, self._implementation)
         for node, state in found:

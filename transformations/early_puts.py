@@ -37,6 +37,8 @@ from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.frontend.arguments import Region
 from dace_cpufree.frontend.putmem import _edge
 
+from dace_cpufree.facts import copy_state_mark
+
 from .block_scopes import simplify
 from .program_order import accesses, states_of, straight_after
 
@@ -171,7 +173,7 @@ def _touches(state: dace.SDFGState, landing: list) -> bool:
 def _clone(region: ControlFlowRegion, template: dace.SDFGState, after, label: str, rng: list) -> dace.SDFGState:
     """A state after ``after`` holding a copy of ``template``'s map over ``rng``."""
     piece = region.add_state_after(after, label)
-    piece.location = dict(template.location)  # a block function's part stays with its pieces
+    copy_state_mark(template, piece)  # a block function's part stays with its pieces
     src = copy.deepcopy(template)
     for n in src.nodes():
         piece.add_node(n)
@@ -282,7 +284,7 @@ def stage_in_buffer(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState, plan: t
     old = str(Region(dest.data.data, dest.data.subset))  # as the frontend listed it
     wait.guards = [name if g == old else g for g in wait.guards]
     unpack = wait_state.parent_graph.add_state_after(wait_state, f"unpack_{name}")
-    unpack.location = dict(wait_state.location)
+    copy_state_mark(wait_state, unpack)
     unpack.add_nedge(
         unpack.add_read(name),
         unpack.add_write(dest.data.data),

@@ -13,7 +13,6 @@ read as such). Any other product is expanded with DaCe's ``pure`` implementation
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import dace
 from dace.libraries.blas.nodes.batched_matmul import BatchedMatMul, ExpandBatchedMatMulPure
@@ -22,6 +21,7 @@ from dace.sdfg import nodes
 from dace.transformation.transformation import ExpandTransformation
 
 from dace_cpufree.cpp import cexpr
+from dace_cpufree.facts import CpufreeTasklet, LaunchNeeds, ProductCall
 from dace_cpufree.vocabulary import CPUFreeMathDx
 
 #: Element types with a tensor-core path in gemm.cuh.
@@ -69,52 +69,17 @@ def applies(node: Gemm, state: dace.SDFGState, sdfg: dace.SDFG) -> dict | None:
     return ops if len(types) == 1 else None
 
 
-@dataclasses.dataclass
-class ProductCall:
-    """The arguments of one ``cpufree::gemm`` call: sizes and leading dimensions as C++ text, ``alpha`` and ``beta``
-    as numbers or the names of the tasklet's scalar connectors that carry them. ``numpy_beta``: the call computes
-    NumPy's ``alpha * (A @ B) + beta * C``, which reads C even where ``beta`` is 0 (``cpufree::gemm_numpy``), not
-    BLAS's (C not read then). The product tasklet keeps it (``location["cpufree_product"]``, JSON) for passes that
-    change the call (:mod:`.scaled_products`)."""
-
-    ctype: str
-    m: str
-    n: str
-    k: str
-    alpha: str
-    beta: str
-    lda: str
-    trans_a: bool
-    ldb: str
-    trans_b: bool
-    ldc: str
-    numpy_beta: bool = False
-
-    def code(self) -> str:
-        # numpy_beta: the tasklet reads C through an input connector ``_cin`` too (the dataflow's read of C), the
-        # same memory as ``_c``
-        function, read_c = ("gemm_numpy", "(void)_cin; ") if self.numpy_beta else ("gemm", "")
-        return (
-            f"{read_c}cpufree::{function}<{self.ctype}, cpufree_build>((long long)({self.m}), (long long)({self.n}), "
-            f"(long long)({self.k}), ({self.ctype})({self.alpha}), _a, (long long)({self.lda}), "
-            f"{str(self.trans_a).lower()}, _b, (long long)({self.ldb}), {str(self.trans_b).lower()}, "
-            f"({self.ctype})({self.beta}), _c, (long long)({self.ldc}));"
-        )
-
-
-PRODUCT_FACT = "cpufree_product"
-
-
 def product_call(node: nodes.Tasklet) -> ProductCall | None:
-    """The call a product tasklet of :func:`product_tasklet` makes, else ``None``."""
-    fact = (node.location or {}).get(PRODUCT_FACT)
-    return ProductCall(**json.loads(fact)) if fact else None
+    """The call a product tasklet of :func:`product_tasklet` makes (a copy, to change and give back with
+    :func:`set_product_call`), else ``None``."""
+    call = node.product if isinstance(node, CpufreeTasklet) else None
+    return None if call is None else dataclasses.replace(call)
 
 
-def set_product_call(node: nodes.Tasklet, call: ProductCall) -> None:
+def set_product_call(node: CpufreeTasklet, call: ProductCall) -> None:
     """Makes ``node`` (a product tasklet) make ``call``."""
     node.code = dace.properties.CodeBlock(call.code(), dace.Language.CPP)
-    node.location = {**node.location, PRODUCT_FACT: json.dumps(dataclasses.asdict(call))}
+    node.product = dataclasses.replace(call)
 
 
 def product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, trans_b, ldc, inputs) -> nodes.Tasklet:
@@ -134,21 +99,17 @@ def product_tasklet(label, dtype, m, n, k, alpha, beta, lda, trans_a, ldb, trans
         cexpr(ldc),
     )
     pointer = dace.pointer(dtype)
-    node = nodes.Tasklet(
-        label,
-        inputs={c: pointer for c in inputs},
-        outputs={"_c": pointer},
-        location={
-            "cpufree_executor": "grid",
-            "cpufree_block_threads": f"cpufree::gemm_threads<{ctype}>()",
-            # whether a block size runs its tile (configure() warns where not)
-            "cpufree_block_fits": f"cpufree::gemm_block_fits<{ctype}>",
-            "cpufree_dynamic_shared": f"cpufree::gemm_shared_bytes<{ctype}>()",
-            # its output tiles, for the launcher's choice of build (codegen/host.py kernel_builds), and the symbols
-            # that count them, which the launcher must have
-            "cpufree_tiles": f"cpufree::gemm_tiles<{ctype}>((long long)({cexpr(m)}), (long long)({cexpr(n)}))",
-            "cpufree_tile_symbols": ",".join(sorted(str(x) for x in dace.symbolic.symlist(m * n))),
-        },
+    # its output tiles, for the launcher's choice of build (codegen/host.py kernel_builds), and the symbols that
+    # count them, which the launcher must have; whether a block size runs its tile (configure() warns where not)
+    launch = LaunchNeeds(
+        block_threads=f"cpufree::gemm_threads<{ctype}>()",
+        block_fits=f"cpufree::gemm_block_fits<{ctype}>",
+        dynamic_shared=f"cpufree::gemm_shared_bytes<{ctype}>()",
+        tiles=f"cpufree::gemm_tiles<{ctype}>((long long)({cexpr(m)}), (long long)({cexpr(n)}))",
+        tile_symbols=tuple(sorted(str(x) for x in dace.symbolic.symlist(m * n))),
+    )
+    node = CpufreeTasklet(
+        label, {c: pointer for c in inputs}, {"_c": pointer}, executor="grid", launch=launch
     )  # DaCe records the environment (CPUFreeMathDx) in the tasklet
     set_product_call(node, call)  # its code and its fact, from the call
     return node

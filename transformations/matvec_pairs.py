@@ -34,6 +34,7 @@ from dace.sdfg import nodes
 from dace.transformation import pass_pipeline as ppl
 
 from dace_cpufree.cpp import cexpr
+from dace_cpufree.facts import CpufreeTasklet
 from dace_cpufree.vocabulary import CPUFreeMatVec, in_loop
 
 from .gemm import TYPES, at_top_level, matrix_operand
@@ -131,17 +132,13 @@ def _replace(state: dace.SDFGState, sdfg: dace.SDFG, kind: str, right, left=None
         outputs[ya] = "_yA"
         inputs = {"_A": matrix, "_x": x} if kind == "chain" else {"_A": matrix, "_x": x, "_y": y}
         vectors = "_x, _Ax, _yA" if kind == "chain" else "_x, _y, _Ax, _yA"
-    tasklet = state.add_tasklet(
-        f"{rnode.label}_{kind}",
-        inputs={c: pointer for c in inputs},
-        outputs={c: pointer for c in outputs.values()},
-        code=(
-            f"cpufree::gemv_{kind}<{dtype.ctype}>((long long)({cexpr(rows)}), (long long)({cexpr(cols)}), _A, "
-            f"(long long)({cexpr(ld)}), {vectors});"
-        ),
-        language=dace.Language.CPP,
-        location={"cpufree_executor": "grid"},
+    code = (
+        f"cpufree::gemv_{kind}<{dtype.ctype}>((long long)({cexpr(rows)}), (long long)({cexpr(cols)}), _A, "
+        f"(long long)({cexpr(ld)}), {vectors});"
     )
+    ins, outs = {c: pointer for c in inputs}, {c: pointer for c in outputs.values()}
+    tasklet = CpufreeTasklet(f"{rnode.label}_{kind}", ins, outs, code, executor="grid")
+    state.add_node(tasklet)
     tasklet.environments = {CPUFreeMatVec.full_class_path()}
     if kind == "chain" and sdfg.arrays[ax.data.data].transient:
         # Read by nothing after the call now, the first result would be taken for dead by DaCe's dead-dataflow pass

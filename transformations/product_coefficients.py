@@ -3,7 +3,8 @@
 After the products are expanded and the maps fused, :class:`FoldScalingIntoProduct` moves the map that scales a
 product's result and adds a multiple of the output to it (``C = alpha * P + beta * C``: NumPy's gemm and the
 second product of 2mm, ``T = alpha * P``: 2mm's first) into the product's call (``cpufree::gemm``'s alpha and beta;
-:class:`~.gemm.ProductCall`): the map's pass over the output, its grid sync and the transient ``P`` are gone.
+:class:`~dace_cpufree.facts.ProductCall`): the map's pass over the output, its grid sync and the transient ``P`` are
+gone.
 
 Pattern, in one state: a product tasklet (:func:`~.gemm.product_tasklet`, alpha 1, beta 0) writes the whole of a
 transient ``P`` that nothing else uses; one map, and nothing else, reads it, over the whole of a 2-D output ``C``

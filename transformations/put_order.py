@@ -19,8 +19,10 @@ from dace import subsets
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace_cpufree.frontend import Putmem, SignalWait
-from dace_cpufree.frontend.putmem import location, put_layout
+from dace_cpufree.frontend.putmem import put_layout
 from dace_cpufree.frontend.shmem_api import APIS
+
+from dace_cpufree.facts import CpufreeTasklet, placement
 
 from .program_order import linear_states, nodes_after
 
@@ -191,14 +193,9 @@ def fence_received_buffers(sdfg: dace.SDFG, impl: str) -> nodes.Tasklet | None:
     api = APIS[impl]
     state = sdfg.add_state_before(top, "cpufree_fence_received", is_start_block=top is sdfg.start_block)
     ptr = lambda n: dace.pointer(sdfg.arrays[n].dtype)  # noqa: E731
-    tasklet = state.add_tasklet(
-        "barrier_received",
-        {f"_r_{n}": ptr(n) for n in written},
-        {f"_w_{n}": ptr(n) for n in written},
-        api.barrier_all,
-        language=dace.Language.CPP,
-        location=location("thread", 0),
-    )
+    reads, writes = {f"_r_{n}": ptr(n) for n in written}, {f"_w_{n}": ptr(n) for n in written}
+    tasklet = CpufreeTasklet("barrier_received", reads, writes, api.barrier_all, **placement(api.barrier_executor, 0))
+    state.add_node(tasklet)
     for n in written:
         state.add_edge(state.add_read(n), None, tasklet, f"_r_{n}", whole_memlet(sdfg, n))
         state.add_edge(tasklet, f"_w_{n}", state.add_write(n), None, whole_memlet(sdfg, n))
@@ -213,14 +210,14 @@ def add_quiet(sdfg: dace.SDFG, put: Putmem, put_state, quiet_state, impl: str) -
     """
     src, dest = _src(put_state, put), _dest(put_state, put)
     api = APIS[impl]
-    tasklet = quiet_state.add_tasklet(
+    tasklet = CpufreeTasklet(
         f"quiet_{put.label}",
         {"_src": dace.pointer(sdfg.arrays[src.data].dtype)},
         {"_dest": dace.pointer(sdfg.arrays[dest.data].dtype)},
         f"if (threadIdx.x == 0) {api.quiet}\n__syncthreads();",
-        language=dace.Language.CPP,
-        location=location("block", put.block, ["_dest"]),
+        **placement("block", put.block, ["_dest"]),
     )
+    quiet_state.add_node(tasklet)
     quiet_state.add_edge(quiet_state.add_read(src.data), None, tasklet, "_src", copy.deepcopy(src))
     quiet_state.add_edge(tasklet, "_dest", quiet_state.add_write(dest.data), None, copy.deepcopy(dest))
     return tasklet

@@ -20,6 +20,7 @@ from dace.sdfg.state import SDFGState
 from dace.transformation import pass_pipeline as ppl
 
 from dace_cpufree.errors import CpufreeError
+from dace_cpufree.facts import with_tile
 from dace_cpufree.vocabulary import PERSISTENT_SCHEDULE, contiguous_param
 
 MAX_TILE = 1024  # tiles are at most this many threads; a block smaller than the tile gets smaller tiles
@@ -70,10 +71,10 @@ class ScheduleThreads(ppl.Pass):
     By default only maps that reduce over their contiguous dimension get tiles (a tile per output,
     lanes over the row, a tile reduction); ``elementwise=True`` tiles the other multi-dimensional
     maps too (a fused outer loop, lanes over tile-sized chunks of the contiguous dimension).
-    Records the choice in the map's ``gpu_block_size`` property as ``[T, 1, 1]``: ``T`` the static
+    Records the choice in the map's schedule (:func:`~dace_cpufree.facts.with_tile`): ``T`` the static
     tile (a power of two up to 1024 covering the contiguous extent, when that extent is known at
     compile time) or ``0`` when the extent is symbolic (the kernel then picks the power of two
-    covering it at run time). Maps without ``gpu_block_size`` keep the plain grid-stride loop.
+    covering it at run time). Maps without a tile keep the plain grid-stride loop.
     ``tile_sizes`` overrides the choice per map label (a power of two); ``-1`` there keeps a map
     on the plain grid-stride loop.
     """
@@ -112,12 +113,9 @@ class ScheduleThreads(ppl.Pass):
                     continue
                 label = node.map.label
                 labels.add(label)
-                node.map.gpu_block_size = None
-                if not self.enabled:
-                    continue
-                tile = self._tile(state, node)
+                tile = self._tile(state, node) if self.enabled else None
+                with_tile(node, tile)
                 if tile is not None:
-                    node.map.gpu_block_size = [tile, 1, 1]
                     decisions[label] = tile
         unknown = sorted(set(self.tile_sizes) - labels)
         if unknown:

@@ -108,6 +108,9 @@ class ArgumentMemory:
         src = ptr if ptr is not None else value.ctypes.data
         buf = self._shmem.buffer(self._lib, arg.name, max(value.nbytes, 1))
         self._shmem.copy(self._lib, buf, src, value.nbytes)
+        label = getattr(self._shmem, "label", None)  # an emulated PE names its buffers in the reports of waits
+        if label is not None:
+            label(self._lib, buf, arg.name, value.itemsize)
         return Bound(buf, back=(src, buf, value.nbytes) if arg.written else None)
 
     def _read_back(self, owned: list[Bound], stream: int) -> None:

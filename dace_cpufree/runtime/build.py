@@ -17,6 +17,7 @@ from dace_cpufree.errors import BuildError
 from dace_cpufree.options import RACE_ORDERS, env
 
 from . import mathdx
+from .hip_build import hipcc_command, hipcc_environment
 from .shmem_build import shmem_flags
 
 INCLUDE_DIR = Path(__file__).parent / "include"
@@ -154,8 +155,7 @@ def compile_command(backend: str, source: Path, output: Path, shmem: bool = Fals
             *libs,
         ]
     if backend == "hip":
-        link = ["-shared", "-fPIC"]
-        return ["hipcc", "-O3", "-std=c++17", inc, *extra, *link, str(source), "-o", str(output), *libs]
+        return hipcc_command(inc, extra, ["-shared", "-fPIC"], str(source), str(output), libs)
     if backend == "emulate":
         cxx = os.environ.get("CXX", "g++")
         link = ["-shared", "-fPIC"]
@@ -168,6 +168,7 @@ def compile_command(backend: str, source: Path, output: Path, shmem: bool = Fals
             "-DCPUFREE_EMULATE",
             inc,
             *flags,
+            *extra,
             *link,
             str(source),
             "-o",
@@ -225,7 +226,8 @@ def build(
         cmd = compile_command(backend, source, output, shmem, flags)
         partial = output.with_name(output.name + ".part")
         cmd[cmd.index(str(output))] = str(partial)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        environ = hipcc_environment() if backend == "hip" else None
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=environ)
         if proc.returncode != 0:
             raise compiler_failure(cmd, name, source, proc.stderr, steps)
         os.replace(partial, output)

@@ -60,6 +60,7 @@ class PersistentProgram(ArgumentMemory):
         progress: bool | str = False,
         timeout=None,
         callbacks: dict | None = None,
+        attach=None,
     ):
         self.sdfg = sdfg
         self.source = source
@@ -88,7 +89,9 @@ class PersistentProgram(ArgumentMemory):
             if parts[0].requires
         ]
         self._checked_sizes = set()
-        self._shmem = attach_session(self._lib, source) if is_shmem_library(self._lib) else None
+        # the SHMEM session this program's PE belongs to: the process's (one PE per process), or ``attach(lib,
+        # source)``'s (an emulated PE, runtime/emulated_pes.py)
+        self._shmem = (attach or attach_session)(self._lib, source) if is_shmem_library(self._lib) else None
         self._symmetric = {a.name for a in self._host_args if a.kind == "array" and is_symmetric(a.desc)}
         # the parameters, read off once; calls of the common kind bind by plain comparisons (Signature.quick)
         self._signature = Signature(

@@ -55,6 +55,8 @@ def shmem_flags(backend: str) -> tuple[list[str], list[str]]:
         home = Path(os.environ.get("ROCSHMEM_HOME", "/opt/rocm"))
         link = ["-fgpu-rdc", "--hip-link", f"-L{home / 'lib'}", "-lrocshmem"]
         return ["-fgpu-rdc", f"-I{home / 'include'}", *wait], link
+    if backend == "emulate":
+        return emulation_flags(), []
     if backend != "cuda":
         raise BuildError(f"backend '{backend}' cannot build SHMEM programs. Fix: use backend='cuda' or 'hip'.")
     home = nvshmem_home()
@@ -62,6 +64,16 @@ def shmem_flags(backend: str) -> tuple[list[str], list[str]]:
     flags = ["-rdc=true", f"-I{home / 'include'}", *wait]
     # The static device library's host code reaches the driver through the CUDA runtime: no -lcuda.
     return flags, [f"-L{lib}", _host_library(lib), "-lnvshmem_device", "-Xlinker", f"-rpath={lib}"]
+
+
+def emulation_flags() -> list[str]:
+    """Flags of the host emulation of several PEs (``cpufree/shmem_emulate.h``): every PE loads a copy of the library
+    of its own, and each copy must keep its statics and bind its calls to itself. g++ makes the statics of inline
+    functions and inline variables one object in the whole process (``STB_GNU_UNIQUE``) unless told otherwise;
+    ``-Bsymbolic`` binds a library's references to its own definitions."""
+    cxx = os.environ.get("CXX", "g++")
+    unique = [] if "clang" in Path(cxx).name else ["-fno-gnu-unique"]
+    return [*unique, "-pthread", "-Wl,-Bsymbolic"]
 
 
 def _wait_timeout() -> list[str]:

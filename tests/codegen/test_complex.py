@@ -4,6 +4,7 @@ reduce each part with warp shuffles and atomics. Checked against NumPy under the
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -67,9 +68,10 @@ def test_a_complex_escape_loop_per_element_matches_numpy():
 
 @pytest.mark.compile
 @pytest.mark.parametrize("program", [complex_ops, escape], ids=lambda p: p.name)
-def test_nvcc_builds_complex_code(program):
-    source = dace_cpufree.kernel_source(program)
-    assert build(source.code, f"complex_{program.f.__name__}", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds_complex_code(program, backend):
+    source = dace_cpufree.kernel_source(program, backend=backend)
+    assert build(source.code, f"complex_{program.f.__name__}", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

@@ -5,6 +5,7 @@ NPBench's correlation)."""
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -27,9 +28,10 @@ def test_masked_assignment_matches_numpy_in_the_emulation():
 
 
 @pytest.mark.compile
-def test_nvcc_compiles_masked_assignment():
-    source = dace_cpufree.kernel_source(clamp_small)
-    assert build(source.code, "masked_assignment", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiles_masked_assignment(backend):
+    source = dace_cpufree.kernel_source(clamp_small, backend=backend)
+    assert build(source.code, "masked_assignment", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

@@ -7,6 +7,7 @@ symbolic ``1 / N``, which DaCe's unparser writes as integer divisions (upstream 
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 from dace_cpufree.codegen import expressions
 
 import dace_cpufree
@@ -92,9 +93,10 @@ def test_math_module_names_become_c_and_unknown_ones_are_refused():
 
 @pytest.mark.compile
 @pytest.mark.parametrize("program", [transforms, negative_powers], ids=lambda p: p.name)
-def test_nvcc_builds_the_transforms(program):
-    source = dace_cpufree.kernel_source(program)
-    assert build(source.code, f"fft_{program.name}", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds_the_transforms(program, backend):
+    source = dace_cpufree.kernel_source(program, backend=backend)
+    assert build(source.code, f"fft_{program.name}", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

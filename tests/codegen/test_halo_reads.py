@@ -10,13 +10,13 @@ of an item that reads through a view, and the loop's grid syncs decided afresh e
 import dace
 import numpy as np
 from dace_cpufree.codegen import ir
+from kernel_copies import syr2k
+from kernel_copies.shmem_jacobi_2d import _inner
+from kernel_copies.shmem_jacobi_3d import _inner_planes
 from kernel_steps import items, steps
 
 import dace_cpufree
 from dace_cpufree import nvshmem
-from npbench_runs.kernels import KERNELS
-from npbench_runs.multigpu.jacobi_2d import _inner
-from npbench_runs.multigpu.jacobi_3d import _inner_planes
 
 LX, LY, N, PY = (dace.symbol(s) for s in ("LX", "LY", "N", "PY"))
 
@@ -144,5 +144,5 @@ def test_loop_syncs_are_decided_by_the_last_round():
 def test_independent_calls_in_a_nested_chain_fuse():
     """syr2k's two products on slices: their initialisations, in states of one nested SDFG that share no data,
     fuse into one map (one tile barrier fewer per row)."""
-    labels = [i.label for i in items(dace_cpufree.kernel_source(KERNELS["syr2k"].program))]
+    labels = [i.label for i in items(dace_cpufree.kernel_source(syr2k.program))]
     assert "rows gemv_init_map + _GEMV__map + _GEMV__map + _Add__map" in labels

@@ -6,6 +6,7 @@ False, upstream DaCe too); the expansion starts it at True."""
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -65,10 +66,11 @@ def test_bitwise_reductions_match_numpy_under_the_race_checker():
 
 @pytest.mark.compile
 @pytest.mark.parametrize("program", [any_all, bitwise], ids=lambda p: p.name)
-def test_nvcc_builds_the_logical_and_bitwise_reductions(program):
-    source = dace_cpufree.kernel_source(program)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds_the_logical_and_bitwise_reductions(program, backend):
+    source = dace_cpufree.kernel_source(program, backend=backend)
     assert "cpufree::Op::Logical" in source.code or "cpufree::Op::Bitwise" in source.code
-    assert build(source.code, f"reductions_{program.name}", "cuda").stat().st_size > 0
+    assert build(source.code, f"reductions_{program.name}", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

@@ -10,15 +10,16 @@ import copy
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 from dace import subsets
 from dace_cpufree.codegen import ir, syncs
 from dace_cpufree.codegen.overlap import deal_rows
 from dace_cpufree.codegen.syncs import Earlier, _disjoint
+from kernel_copies import syr2k
 
 import dace_cpufree
 from dace_cpufree.errors import RaceError
 from dace_cpufree.runtime import build
-from npbench_runs.kernels import syr2k
 
 N = dace.symbol("N")
 M = dace.symbol("M")
@@ -206,9 +207,10 @@ def test_the_checker_sees_a_sync_wrongly_taken_out(monkeypatch):
 
 
 @pytest.mark.compile
-def test_nvcc_builds():
-    source = dace_cpufree.kernel_source(syr2k.program)
-    assert build(source.code, "loop_iterations_syr2k", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds(backend):
+    source = dace_cpufree.kernel_source(syr2k.program, backend=backend)
+    assert build(source.code, "loop_iterations_syr2k", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

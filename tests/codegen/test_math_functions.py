@@ -9,6 +9,7 @@ and mixed-type ``np.maximum`` did not compile at all, nor did ``min``, ``max`` o
 import math_programs as mp
 import numpy as np
 import pytest
+from builds import BACKENDS
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -71,9 +72,10 @@ def test_min_max_and_abs_in_indices_match_numpy_in_the_emulation():
 @pytest.mark.parametrize(
     "program", [mp.many, mp.ufuncs, mp.single_precision, mp.small_integers, mp.clamped_indices], ids=lambda p: p.name
 )
-def test_nvcc_compiles_the_math(program):
-    source = dace_cpufree.kernel_source(program)
-    assert build(source.code, f"math_{program.name}", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiles_the_math(program, backend):
+    source = dace_cpufree.kernel_source(program, backend=backend)
+    assert build(source.code, f"math_{program.name}", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

@@ -5,6 +5,7 @@ against NumPy under the race checker in the three orders, and built by nvcc."""
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -105,9 +106,10 @@ def test_inner_names_do_not_shadow_the_outer_ones():
 
 @pytest.mark.compile
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_nvcc_builds(name):
-    source = dace_cpufree.kernel_source(CASES[name][0])
-    assert build(source.code, f"nested_{name}", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds(name, backend):
+    source = dace_cpufree.kernel_source(CASES[name][0], backend=backend)
+    assert build(source.code, f"nested_{name}", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

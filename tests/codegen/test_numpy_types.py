@@ -9,6 +9,7 @@ output transient is retyped int64."""
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 from dace_cpufree.transformations.numpy_types import retype_bool_sums, retype_true_divisions
 
 import dace_cpufree
@@ -365,10 +366,11 @@ def test_retyped_results_read_inside_a_map_agree_with_the_map_body(race_check):
 
 
 @pytest.mark.compile
-def test_nvcc_builds_the_python_quotients():
-    source = dace_cpufree.kernel_source(integer_means)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds_the_python_quotients(backend):
+    source = dace_cpufree.kernel_source(integer_means, backend=backend)
     assert "py_div(" in source.code
-    assert build(source.code, "true_division_means", "cuda").stat().st_size > 0
+    assert build(source.code, "true_division_means", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

@@ -16,10 +16,12 @@ from dace_cpufree.frontend.putmem import put_layout
 from dace_cpufree.transformations import PrepareCommunication
 from dace_cpufree.transformations.communication import mark_hidden, relax_ordering
 from dace_cpufree.transformations.symmetric import SYMMETRIC_STORAGE
+from kernel_copies import shmem_jacobi_2d, shmem_jacobi_3d
 from kernel_steps import items, put_forms
 
 import dace_cpufree
 from dace_cpufree import nvshmem
+from dace_cpufree.facts import CpufreeTasklet
 from dace_cpufree.vocabulary import PutForm
 
 
@@ -38,7 +40,7 @@ def _kernel(program, backend="cuda") -> str:
 
 def _tasklets(program, backend="cuda"):
     sdfg = dace_cpufree.persistent_sdfg(program, backend=backend)
-    return [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and n.location]
+    return [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, CpufreeTasklet)]
 
 
 def _puts_and_blocking(program):
@@ -111,13 +113,13 @@ def test_concurrent_puts_run_on_different_blocks_block_cooperatively():
     tasklets = _tasklets(sp.concurrent)
     puts = [t for t in tasklets if t.label == "putmem"]
     waits = [t for t in tasklets if t.label == "signal_wait"]
-    assert sorted(int(t.location["cpufree_block"]) for t in puts) == [0, 1, 2, 3]
-    assert {t.location["cpufree_executor"] for t in puts} == {"block"}
-    assert {t.location["cpufree_remote"] for t in puts} == {"_dest,_flag"}
+    assert sorted(t.block for t in puts) == [0, 1, 2, 3]
+    assert {t.executor for t in puts} == {"block"}
+    assert {tuple(t.remote) for t in puts} == {("_dest", "_flag")}
     # every block waits for itself, the four waits on four warps of it (their polls overlap)
-    assert [int(t.location["cpufree_block"]) for t in waits] == [0, 1, 2, 3]
-    assert {t.location["cpufree_executor"] for t in waits} == {"each"}
-    assert sorted(t.location["cpufree_put"] for t in puts) == ["contiguous"] * 2 + ["strided"] * 2  # rows, columns
+    assert [t.block for t in waits] == [0, 1, 2, 3]
+    assert {t.executor for t in waits} == {"each"}
+    assert sorted(t.put for t in puts) == [PutForm.CONTIGUOUS] * 2 + [PutForm.STRIDED] * 2  # rows, columns
 
 
 def test_nonblocking_puts_get_a_quiet_on_their_own_block_before_the_source_is_rewritten():
@@ -127,7 +129,7 @@ def test_nonblocking_puts_get_a_quiet_on_their_own_block_before_the_source_is_re
     quiets = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and "quiet" in n.label]
     puts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and n.label == "putmem"]
     assert quiets and all("nvshmem_quiet();" in q.code.as_string for q in quiets)  # text under test: the call
-    assert {q.location["cpufree_block"] for q in quiets} == {p.location["cpufree_block"] for p in puts}
+    assert {q.block for q in quiets} == {p.block for p in puts}
 
 
 def test_wait_writes_the_regions_its_flag_guards():
@@ -238,18 +240,7 @@ def test_emulation_refuses_communicating_programs():
         dace_cpufree.compile(sp.strided, backend="emulate")
 
 
-@pytest.mark.parametrize("npes", [1, 2, 4, 8])
-def test_tiles_cover_the_global_domain(npes):
-    from npbench_runs.multigpu import jacobi_2d, jacobi_3d
-
-    for module, n in ((jacobi_2d, 2 + 8 * 4), (jacobi_3d, 2 + 8 * 4)):
-        glob = module.initialize(n)[0]
-        out = np.zeros_like(glob)
-        out[...] = glob
-        out[(slice(1, -1),) * glob.ndim] = -1.0
-        for pe in range(npes):
-            module.place(out, module.tile(glob, pe, npes), pe, npes)
-        assert np.array_equal(out, glob)
+STENCILS = {"jacobi_2d": shmem_jacobi_2d, "jacobi_3d": shmem_jacobi_3d}
 
 
 def _jacobi(program, backend="cuda", **symbols):
@@ -259,9 +250,7 @@ def _jacobi(program, backend="cuda", **symbols):
 def test_quiets_run_whichever_waits_are_skipped():
     """The quiet of a non-blocking put sits after the wait's conditional, not inside it: on a PE where
     ``if pi > 0: SignalWait(...)`` is skipped the puts must still be completed before the source is reused."""
-    from npbench_runs.multigpu import jacobi_2d
-
-    sdfg = dace_cpufree.persistent_sdfg(jacobi_2d.overlapped, symbols=dict(LX=66, LY=34, PY=2))
+    sdfg = dace_cpufree.persistent_sdfg(shmem_jacobi_2d.overlapped, symbols=dict(LX=66, LY=34, PY=2))
     quiets = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and "quiet" in n.label]
     assert len(quiets) == 8  # 4 puts per half-step
     for _, state in quiets:
@@ -274,9 +263,7 @@ def test_quiets_run_whichever_waits_are_skipped():
 def test_buffers_initialised_in_the_kernel_are_fenced_before_the_first_put():
     """hn = np.zeros(...) inside the program: a PE-wide barrier (with a grid.sync on each side) before the
     time loop, or a fast neighbour's first put may land before the zeros."""
-    from npbench_runs.multigpu import jacobi_2d
-
-    src = _jacobi(jacobi_2d.overlapped, LX=66, LY=34, PY=2)
+    src = _jacobi(shmem_jacobi_2d.overlapped, LX=66, LY=34, PY=2)
     work = items(src)
     barrier = next(k for k, i in enumerate(work) if i.label == "tasklet barrier_received")
     assert any("he" in i.writes for i in work[:barrier]) and work[barrier].sync_before  # after the zeros
@@ -285,9 +272,9 @@ def test_buffers_initialised_in_the_kernel_are_fenced_before_the_first_put():
     assert loops and all(work[barrier] not in list(ir.items(loop)) for loop in loops)  # before the time loop
     assert next(i for i in work[barrier + 1 :] if i.executor != ir.Executor.EVERY).sync_before  # and after it
     assert ("tasklet barrier_received", "thread 0 of block 0 (modulo the grid)", True) in src.steps
-    hip = dace_cpufree.generate_code(jacobi_2d.overlapped, backend="hip", symbols=dict(LX=66, LY=34, PY=2))
+    hip = dace_cpufree.generate_code(shmem_jacobi_2d.overlapped, backend="hip", symbols=dict(LX=66, LY=34, PY=2))
     assert "rocshmem_barrier_all();" in hip  # text under test: ROC_SHMEM's barrier call
-    plain = _jacobi(jacobi_2d.plain, LX=66, LY=34, PY=2)  # the user's arrays: copied in before the launch
+    plain = _jacobi(shmem_jacobi_2d.plain, LX=66, LY=34, PY=2)  # the user's arrays: copied in before the launch
     assert "tasklet barrier_received" not in [label for label, _, _ in plain.steps]
 
 
@@ -295,11 +282,9 @@ def test_plane_rows_are_warp_puts_shared_by_the_blocks_of_a_lane():
     """A 3-D halo plane's interior: its rows dealt out over every second block of the grid (two puts run at
     once), one warp-cooperative putmem_nbi per row, each block's quiet, and the flag set once, by the last
     block to finish (a counter that wraps for the next step)."""
-    from npbench_runs.multigpu import jacobi_3d
-
     sizes = dict(LX=34, N=34)
-    assert put_forms(jacobi_3d.plain, symbols=sizes) == [PutForm.ROWS] * 4
-    src = _jacobi(jacobi_3d.plain, **sizes)
+    assert put_forms(shmem_jacobi_3d.plain, symbols=sizes) == [PutForm.ROWS] * 4
+    src = _jacobi(shmem_jacobi_3d.plain, **sizes)
     puts = [i for i in items(src) if i.label == "tasklet putmem"]
     assert [(i.executor, i.block) for i in puts] == [(ir.Executor.BLOCKS, 0), (ir.Executor.BLOCKS, 1)] * 2
     # every block completes its own rows: no quiet tasklet later, and the put is listed as over its lane
@@ -314,7 +299,7 @@ def test_plane_rows_are_warp_puts_shared_by_the_blocks_of_a_lane():
         quiet,
     )
     assert warp_put < quiet < signal
-    hip = dace_cpufree.generate_code(jacobi_3d.plain, backend="hip", symbols=sizes)
+    hip = dace_cpufree.generate_code(shmem_jacobi_3d.plain, backend="hip", symbols=sizes)
     assert "rocshmem_putmem_nbi_wave(_dest + __do, _src + __so," in hip  # ROC_SHMEM's per-wavefront call
     assert "if (cpufree::shmem::last_of(&__arrived, __use)) rocshmem_uint64_atomic_set(_flag, (uint64_t)(t)," in hip
 
@@ -330,20 +315,18 @@ def test_grid_syncs_per_step_with_sizes_compiled_in(program, syncs):
     buffer initialisation. Every block waits for itself, so what reads the halo after the waits needs a block
     barrier only. Halo rows, edge lines and the interior are told apart by their regions (no sync between
     them)."""
-    from npbench_runs.multigpu import PROGRAMS
-
     name, form = program.split(".")
     sizes = dict(LX=66, LY=34, PY=2) if name == "jacobi_2d" else dict(LX=34, N=34)
-    assert _jacobi(getattr(PROGRAMS[name], form), **sizes).grid_syncs == syncs
+    assert _jacobi(getattr(STENCILS[name], form), **sizes).grid_syncs == syncs
 
 
 def test_every_block_waits_for_itself_and_the_unpacking_needs_only_a_block_barrier():
     """The overlapped form: the four waits on warps 0-3 of every block; between the last wait and the first
     unpacking a block barrier, no grid sync (each block saw the flags itself); the grid sync after the
     unpacking stays (the next edge lines read the halo ring that other blocks wrote)."""
-    from npbench_runs.multigpu import jacobi_2d
-
-    src = dace_cpufree.kernel_source(jacobi_2d.overlapped, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
+    src = dace_cpufree.kernel_source(
+        shmem_jacobi_2d.overlapped, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p"
+    )
     work = [i for i in items(src) if i.executor != ir.Executor.EVERY]
     waits = [i for i in work if i.label == "tasklet signal_wait"]
     assert [(i.executor, i.block) for i in waits] == [(ir.Executor.EACH, w) for w in range(4)] * 2
@@ -362,16 +345,14 @@ def test_every_block_waits_for_itself_and_the_unpacking_needs_only_a_block_barri
 def test_puts_hidden_by_later_work_take_fewer_blocks():
     """The overlapped form computes the inner cells between its puts and its waits: the puts are hidden, and
     their elements are dealt out 4 per thread (fewer blocks pay a fence); the plain form waits right after."""
-    from npbench_runs.multigpu import PROGRAMS
-
     for name in ("jacobi_2d", "jacobi_3d"):
         for form, hidden in (("plain", False), ("overlapped", True)):
-            sdfg = getattr(PROGRAMS[name], form).to_sdfg(simplify=True)
+            sdfg = getattr(STENCILS[name], form).to_sdfg(simplify=True)
             mark_hidden(sdfg)
             puts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Putmem)]
             assert puts and {p.hidden for p in puts} == {hidden}, (name, form)
     code = dace_cpufree.generate_code(
-        PROGRAMS["jacobi_2d"].overlapped, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p"
+        shmem_jacobi_2d.overlapped, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p"
     )
     # text under test: the expansion prints Putmem.hidden as the per-thread count the runtime header defines
     assert code.count("blocks_for(__n, __parts, CPUFREE_P2P_PER_THREAD_HIDDEN);") == 8
@@ -405,22 +386,20 @@ def test_direct_store_transport_writes_through_peer_pointers(monkeypatch):
     rows and strided columns alike, is one copy loop dealt out over the blocks of its lane (4 puts at once: 4
     lanes), each block fences, the last one signals, and the block goes on without waiting for its fence.
     The plain form as written (DACE_CPUFREE_EARLY_PUTS=0): puts into the strided halo ring itself."""
-    from npbench_runs.multigpu import jacobi_2d
-
     monkeypatch.setenv("DACE_CPUFREE_EARLY_PUTS", "0")
     sizes = dict(LX=66, LY=34, PY=2)
-    assert put_forms(jacobi_2d.plain, symbols=sizes, shmem_transport="p2p") == [PutForm.DIRECT] * 8
-    sdfg = dace_cpufree.persistent_sdfg(jacobi_2d.plain, symbols=sizes, shmem_transport="p2p")
+    assert put_forms(shmem_jacobi_2d.plain, symbols=sizes, shmem_transport="p2p") == [PutForm.DIRECT] * 8
+    sdfg = dace_cpufree.persistent_sdfg(shmem_jacobi_2d.plain, symbols=sizes, shmem_transport="p2p")
     puts = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and n.label == "putmem"]
     # no block barrier after the put: the stores have read the source once they are issued
-    assert {n.location.get("cpufree_exit_barrier") for n in puts} == {"no"}
+    assert {n.exit_barrier for n in puts} == {False}
     # per half-step: rows of LY - 2 (32) dense on both ends, columns of LX - 2 (64) with the row stride
-    unexpanded = jacobi_2d.plain.to_sdfg(simplify=True)
+    unexpanded = shmem_jacobi_2d.plain.to_sdfg(simplify=True)
     layouts = [put_layout(n, st, st.sdfg) for n, st in unexpanded.all_nodes_recursive() if isinstance(n, Putmem)]
     assert (
         sorted((str(lay.count), lay.contiguous) for lay in layouts) == [("LX - 2", False)] * 4 + [("LY - 2", True)] * 4
     )
-    src = dace_cpufree.kernel_source(jacobi_2d.plain, symbols=sizes, shmem_transport="p2p")
+    src = dace_cpufree.kernel_source(shmem_jacobi_2d.plain, symbols=sizes, shmem_transport="p2p")
     assert src.direct_stores
     work = items(src)
     lanes = [i.block for i in work if i.label == "tasklet putmem"]
@@ -429,17 +408,17 @@ def test_direct_store_transport_writes_through_peer_pointers(monkeypatch):
     assert not any(i.label.startswith("tasklet quiet") for i in work)  # each block's own quiet
     assert [i.label for i in work].count("tasklet signal_wait") == 8
     # text under test: no NVSHMEM call that carries the proxy transport is printed into the kernel
-    code = dace_cpufree.generate_code(jacobi_2d.plain, symbols=sizes, shmem_transport="p2p")
+    code = dace_cpufree.generate_code(shmem_jacobi_2d.plain, symbols=sizes, shmem_transport="p2p")
     kernel = code[code.index("__global__") : code.index("// ---- host launcher")]
     for call in ("nvshmemx_putmem", "nvshmem_double_iput", "nvshmem_quiet", "nvshmemx_signal_op", "signal_wait_until"):
         assert call not in kernel
     assert "cpufree_shmem_unreachable_pe" in code  # the launcher's reachability check
     # text under test: full blocks, registers capped (NVSHMEM's library code, which sets them with "proxy", is
     # not linked in); the builder reads KernelSource.direct_stores for the same
-    assert "__global__ void CPUFREE_FULL_BLOCKS cpufree_npbench_runs_multigpu_jacobi_2d_plain_kernel(" in kernel
-    proxy = dace_cpufree.kernel_source(jacobi_2d.plain, symbols=sizes)
-    assert not proxy.direct_stores and PutForm.DIRECT not in put_forms(jacobi_2d.plain, symbols=sizes)
-    assert "__global__ void cpufree_npbench_runs_multigpu_jacobi_2d_plain_kernel(" in proxy.code
+    assert "__global__ void CPUFREE_FULL_BLOCKS cpufree_kernel_copies_shmem_jacobi_2d_plain_kernel(" in kernel
+    proxy = dace_cpufree.kernel_source(shmem_jacobi_2d.plain, symbols=sizes)
+    assert not proxy.direct_stores and PutForm.DIRECT not in put_forms(shmem_jacobi_2d.plain, symbols=sizes)
+    assert "__global__ void cpufree_kernel_copies_shmem_jacobi_2d_plain_kernel(" in proxy.code
 
 
 def test_transport_choice_follows_the_option_the_environment_and_the_launcher():

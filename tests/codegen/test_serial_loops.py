@@ -5,6 +5,7 @@ lowering. Results against NumPy under the race checker, an nvcc build and a GPU 
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -105,9 +106,10 @@ def test_recurrence_matches_numpy(channel):
 
 
 @pytest.mark.compile
-def test_nvcc_builds():
-    source = dace_cpufree.kernel_source(keep_positive)
-    assert build(source.code, "serial_keep_positive", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds(backend):
+    source = dace_cpufree.kernel_source(keep_positive, backend=backend)
+    assert build(source.code, "serial_keep_positive", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

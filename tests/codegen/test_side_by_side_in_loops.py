@@ -5,6 +5,7 @@ declared (the generated code compiled with g++ and nvcc, the result checked agai
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -35,8 +36,9 @@ def test_side_by_side_steps_in_a_loop_match_numpy():
 
 
 @pytest.mark.compile
-def test_nvcc_compiles_the_barrier_of_a_side_by_side_step():
-    source = dace_cpufree.kernel_source(two_small_updates)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiles_the_barrier_of_a_side_by_side_step(backend):
+    source = dace_cpufree.kernel_source(two_small_updates, backend=backend)
     assert "__device__ cpufree::PartBarrier __cpufree_part_bar" in source.code  # the contract: declared where used
-    library = build(source.code, "nvcc_two_small_updates", "cuda", environments=source.environments)
+    library = build(source.code, "nvcc_two_small_updates", backend, environments=source.environments)
     assert library.exists() and library.stat().st_size > 0

@@ -11,13 +11,12 @@ import re
 import numpy as np
 import pytest
 from helpers import check_against_numpy
+from kernel_copies import jacobi_2d, shmem_jacobi_3d
 
 import dace_cpufree
 from dace_cpufree.runtime import build
-from npbench_runs.kernels import KERNELS
-from npbench_runs.multigpu import PROGRAMS
 
-STENCIL = KERNELS["jacobi_2d"]
+STENCIL = jacobi_2d
 
 
 @pytest.fixture
@@ -68,9 +67,7 @@ def test_every_sync_and_step_is_marked(timed):
 def test_a_communicating_kernel_marks_each_segment_once(timed):
     """jacobi_3d overlapped (branches around the puts and waits, block barriers before the unpacking): every
     segment but 0 is closed by exactly one mark, and the barriers have segments of their own."""
-    source = dace_cpufree.kernel_source(
-        PROGRAMS["jacobi_3d"].overlapped, symbols=dict(LX=130, N=258), shmem_transport="p2p"
-    )
+    source = dace_cpufree.kernel_source(shmem_jacobi_3d.overlapped, symbols=dict(LX=130, N=258), shmem_transport="p2p")
     marks = [int(m) for m in re.findall(r"__cpufree_times\.mark\((\d+)\);", source.code)]  # printed calls only
     assert sorted(k for k in marks if k) == list(range(1, len(source.step_labels)))
     assert any(label.startswith("block barrier before ") for label in source.step_labels)
@@ -113,9 +110,7 @@ def test_nvcc_compiles_timed_kernels(timed):
     """A plain kernel and a communicating one (jacobi_3d overlapped, direct stores, linked against NVSHMEM)."""
     source = dace_cpufree.kernel_source(STENCIL.program)
     assert build(source.code, "timed_jacobi_2d", "cuda").stat().st_size > 0
-    source = dace_cpufree.kernel_source(
-        PROGRAMS["jacobi_3d"].overlapped, symbols=dict(LX=130, N=258), shmem_transport="p2p"
-    )
+    source = dace_cpufree.kernel_source(shmem_jacobi_3d.overlapped, symbols=dict(LX=130, N=258), shmem_transport="p2p")
     assert source.step_labels and source.shmem
     assert (
         build(source.code, "timed_jacobi_3d_overlapped", "cuda", shmem=source.shmem, full_blocks=source.direct_stores)

@@ -7,6 +7,7 @@ import re
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -33,8 +34,9 @@ def test_strided_slices_cover_every_element(m):
 
 
 @pytest.mark.compile
-def test_nvcc_compiles_strided_extents():
-    source = dace_cpufree.kernel_source(strided_sums)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiles_strided_extents(backend):
+    source = dace_cpufree.kernel_source(strided_sums, backend=backend)
     assert not re.search(r"(?<![_\w])ceil\(", source.code.split("__global__", 1)[1])  # int_ceil only
-    library = build(source.code, "nvcc_strided_sums", "cuda", environments=source.environments)
+    library = build(source.code, "nvcc_strided_sums", backend, environments=source.environments)
     assert library.exists() and library.stat().st_size > 0

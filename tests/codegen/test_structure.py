@@ -7,11 +7,11 @@ import pytest
 from dace_cpufree.codegen import CUDA, HIP, generate, ir
 from dace_cpufree.codegen.ir import Form
 from dace_cpufree.transformations import PERSISTENT_SCHEDULE, FusePersistentKernel
+from kernel_copies import cg_residual, gemm, jacobi_2d, shmem_jacobi_2d, shmem_jacobi_3d, softmax
 from kernel_steps import forms, items
 from programs import column_sums, independent_then_dependent, row_sums, scalar_sum, time_loop, two_independent
 
 import dace_cpufree
-from npbench_runs.kernels import KERNELS
 
 
 def _unfused(program) -> dace.SDFG:
@@ -21,7 +21,7 @@ def _unfused(program) -> dace.SDFG:
 
 
 def test_every_top_level_map_is_persistent():
-    sdfg = dace_cpufree.persistent_sdfg(KERNELS["jacobi_2d"].program)
+    sdfg = dace_cpufree.persistent_sdfg(jacobi_2d.program)
     top = [
         n for s in sdfg.states() for n in s.nodes() if isinstance(n, dace.nodes.MapEntry) and s.entry_node(n) is None
     ]
@@ -49,7 +49,7 @@ def test_grid_syncs_only_where_dependencies_cross(program, fused, syncs):
 
 
 def test_one_kernel_launched_once_cooperatively():
-    src = dace_cpufree.kernel_source(KERNELS["jacobi_2d"].program)
+    src = dace_cpufree.kernel_source(jacobi_2d.program)
     # the time loop is inside the kernel: a loop of the kernel IR around the stencil steps
     loops = [c for seq in ir.seqs(src.kernel_ir) for c in seq.children if isinstance(c, ir.Loop)]
     assert [loop.cond.code for loop in loops] == [["(t < TSTEPS)"]]
@@ -60,19 +60,19 @@ def test_one_kernel_launched_once_cooperatively():
 
 
 def test_grid_stride_loop_over_whole_grid_without_scheduler():
-    src = dace_cpufree.kernel_source(KERNELS["jacobi_2d"].program, scheduler=False)
+    src = dace_cpufree.kernel_source(jacobi_2d.program, scheduler=False)
     assert set(forms(src)) == {Form.ELEMENTS} and not any(i.tile for i in items(src))
 
 
 def test_while_loop_condition_reads_device_data_after_sync():
-    src = dace_cpufree.kernel_source(KERNELS["cg_residual"].program)
+    src = dace_cpufree.kernel_source(cg_residual.program)
     # every thread evaluates the condition's value (an interstate assignment) after the grid sync
     readers = [i for i in items(src) if "res_index" in i.reads and i.executor == ir.Executor.EVERY]
     assert readers and all(i.sync_before for i in readers)
 
 
 def test_matmul_becomes_an_in_kernel_product_not_a_host_library_call():
-    src = dace_cpufree.kernel_source(KERNELS["gemm"].program)
+    src = dace_cpufree.kernel_source(gemm.program)
     assert [i.label for i in items(src) if i.collective] == ["tasklet _MatMult_gemm"]  # every thread of the grid
     assert "cublas" not in src.code.lower()  # text under test: no host cuBLAS call anywhere in the library
 
@@ -88,7 +88,7 @@ def test_hip_dialect_renames_runtime():
 
 
 def test_restrict_only_on_arrays_the_kernel_never_writes():
-    src = dace_cpufree.kernel_source(KERNELS["cg_residual"].program)
+    src = dace_cpufree.kernel_source(cg_residual.program)
     written = {a.name: a.written for a in src.args if a.kind == "array"}
     assert not written["b"] and written["it"] and written["x"]
     # text under test: the declarations nvcc sees follow the fact
@@ -105,7 +105,7 @@ def test_matrix_vector_rows_use_a_warp_per_output_without_scheduler():
 
 def test_gemm_keeps_a_thread_per_output():
     """C[i, j] += A[i, k] * B[k, j]: B's contiguous axis is j (an output axis), so a thread owns C[i, j]."""
-    assert Form.WARP_PER_OUTPUT not in forms(dace_cpufree.kernel_source(KERNELS["gemm"].program))
+    assert Form.WARP_PER_OUTPUT not in forms(dace_cpufree.kernel_source(gemm.program))
 
 
 def test_cli_inspect_prints_code_and_summary(tmp_path, capsys):
@@ -130,14 +130,12 @@ def test_loop_steps_of_communicating_kernels_run_apart():
     """In a kernel with SHMEM calls every grid step of the time loop is its own function (cpufree::apart,
     by-value captures); kernels without communication keep their steps inline (faster there: see
     codegen/kernel.py)."""
-    from npbench_runs.multigpu import jacobi_2d
-
     sizes = dict(symbols=dict(LX=66, LY=34, PY=2))
-    assert dace_cpufree.kernel_source(jacobi_2d.plain, **sizes).steps_apart
-    assert not dace_cpufree.kernel_source(KERNELS["jacobi_2d"].program).steps_apart  # no communication: inline
+    assert dace_cpufree.kernel_source(shmem_jacobi_2d.plain, **sizes).steps_apart
+    assert not dace_cpufree.kernel_source(jacobi_2d.program).steps_apart  # no communication: inline
     # text under test: the two half-steps' stencils printed as functions of their own, inside the time loop
     step_apart = re.compile(r"// map [^\n]*\n\s*cpufree::apart\(\[=\]\(double \* [AB]")
-    kernel = _kernel_text(jacobi_2d.plain, **sizes)
+    kernel = _kernel_text(shmem_jacobi_2d.plain, **sizes)
     assert len(step_apart.findall(kernel)) >= 2 and kernel.index("cpufree::apart([=](") > kernel.index("// loop")
 
 
@@ -146,7 +144,7 @@ def test_step_functions_take_the_kernel_pointers_as_parameters():
     warp step reloaded them 71 times) and gets the kernel's pointers as parameters declared like the kernel's
     (captured, nvcc saw struct members: generic loads and stores, no __restrict__). Text under test: the capture
     and parameter forms nvcc compiles (tests/transformations/test_scheduler.py builds gesummv-like steps)."""
-    kernel = _kernel_text(KERNELS["softmax"].program)
+    kernel = _kernel_text(softmax.program)
     assert "[&]" not in kernel
     header = re.search(r"auto __step = \[=\]\(auto __tile, ([^)]*)\) \{", kernel)
     params = dict(reversed(p.rsplit(" ", 1)) for p in header.group(1).split(", "))
@@ -156,11 +154,9 @@ def test_step_functions_take_the_kernel_pointers_as_parameters():
     assert call.group(1).split(", ") == list(params)  # passed in the same order
     # read-only arrays load through __ldg in the step (nvcc cannot prove them read-only there); written ones not
     assert "= __ldg(&x[(__i0) * (((H * SM) * SM)) + (__i1) * ((SM * SM)) + (__i2) * (SM) + (__i3)]);" in kernel
-    assert "__ldg(&__return" not in kernel and "__ldg" not in _kernel_text(KERNELS["softmax"].program, scheduler=False)
+    assert "__ldg(&__return" not in kernel and "__ldg" not in _kernel_text(softmax.program, scheduler=False)
     # communicating kernels: steps apart take theirs the same way, SHMEM tasklets too
-    from npbench_runs.multigpu import jacobi_2d
-
-    kernel = _kernel_text(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2))
+    kernel = _kernel_text(shmem_jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2))
     assert "cpufree::apart([=]() {" not in kernel
     assert re.search(r"cpufree::apart\(\[=\]\(double \* A, double \* B\) \{", kernel)
     assert re.search(r"\}, B, flags, __cpufree_halo_B(_\d+)?\);", kernel)  # a put into its staging buffer
@@ -199,9 +195,7 @@ def test_thread_per_output_reductions_spread_their_warps_over_the_blocks():
 
 def test_copies_decode_once_in_32_bits_when_sizes_are_constants():
     """An unpacking copy (halo buffer -> plane) of constant size: one 32-bit decode serves both ends."""
-    from npbench_runs.multigpu import jacobi_3d
-
-    kernel = _kernel_text(jacobi_3d.overlapped, symbols=dict(LX=34, N=34))
+    kernel = _kernel_text(shmem_jacobi_3d.overlapped, symbols=dict(LX=34, N=34))
     start = kernel.index("// copy lo_buf -> B")  # text under test: the printed index arithmetic
     copy = kernel[start : kernel.index("}", kernel.index("= lo_buf[", start))]
     assert "(long long)((unsigned)__s % (unsigned)(32))" in copy

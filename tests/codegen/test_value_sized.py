@@ -5,6 +5,7 @@ bound taken from the arrays their elements are copied from or to, and the kernel
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -80,9 +81,10 @@ def test_shrinking_prefix_matches_numpy_under_the_race_checker(order):
 
 @pytest.mark.compile
 @pytest.mark.parametrize("program", [csr_matvec, shrinking_prefix], ids=["csr_matvec", "shrinking_prefix"])
-def test_nvcc_builds(program):
-    source = dace_cpufree.kernel_source(program)
-    assert build(source.code, f"value_sized_{program.name}", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds(program, backend):
+    source = dace_cpufree.kernel_source(program, backend=backend)
+    assert build(source.code, f"value_sized_{program.name}", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

@@ -5,6 +5,7 @@ NaN, signed zeros, infinities, integers, axes) under the race checker, nvcc buil
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 from dace_cpufree.codegen.ir import Form
 from kernel_steps import forms
 
@@ -97,9 +98,10 @@ def test_the_index_used_inside_the_kernel():
 
 @pytest.mark.compile
 @pytest.mark.parametrize("program", [whole, axes], ids=["whole", "axes"])
-def test_nvcc_builds(program):
-    source = dace_cpufree.kernel_source(program)
-    assert build(source.code, f"arg_reductions_{program.name}", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds(program, backend):
+    source = dace_cpufree.kernel_source(program, backend=backend)
+    assert build(source.code, f"arg_reductions_{program.name}", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

@@ -8,6 +8,7 @@ import dace
 import numpy as np
 import pytest
 from dace_cpufree.codegen.channel import ChannelFacts
+from kernel_copies import shmem_jacobi_3d
 from programs import softmax_f64
 
 import dace_cpufree
@@ -69,11 +70,9 @@ def test_debug_waits_make_the_tile_barriers_between_fused_row_steps_the_channels
 
 
 def test_debug_waits_make_block_barriers_the_channels():
-    from npbench_runs.multigpu import jacobi_3d
-
     options = dict(symbols=dict(LX=34, N=34), shmem_transport="p2p")
-    plain = dace_cpufree.kernel_source(jacobi_3d.plain, **options).code
-    source = dace_cpufree.kernel_source(jacobi_3d.plain, debug_waits=2, **options)
+    plain = dace_cpufree.kernel_source(shmem_jacobi_3d.plain, **options).code
+    source = dace_cpufree.kernel_source(shmem_jacobi_3d.plain, debug_waits=2, **options)
     bars = [k for k, what in enumerate(source.channel.sites) if what.startswith("block barrier before ")]
     assert bars and len(bars) == plain.count("__syncthreads();") - source.code.count("__syncthreads();")
     for k in bars:

@@ -12,9 +12,10 @@ import numpy as np
 import programs
 import pytest
 from dace_cpufree.codegen import channel as chan
+from dace_cpufree.codegen.program_source import program_source
 
 import dace_cpufree
-from dace_cpufree.api import _source, _transformed
+from dace_cpufree.api import _transformed
 from dace_cpufree.channel_marks import HostCall
 from dace_cpufree.options import CompileOptions
 from dace_cpufree.runtime import build
@@ -263,7 +264,7 @@ def _planted_hang(backend: str, race_check):
     """``time_loop`` with debug waits where only block 0 makes the first grid sync (a planted generator bug)."""
     opts = CompileOptions.resolve(backend=backend, race_check=race_check, debug_waits=1.0)
     sdfg = _transformed(programs.time_loop, opts)
-    source = _source(sdfg, opts)
+    source = program_source(sdfg, opts)
     code = source.code.replace("__grid.sync();", "if (blockIdx.x == 0) __grid.sync();", 1)
     assert code != source.code
     library = build(code, f"planted_hang_{backend}", backend, race_check=race_check)

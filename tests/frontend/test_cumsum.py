@@ -5,6 +5,7 @@ level), NumPy's result types, flattening, along an axis, refusals with a fix, an
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 from dace_cpufree.codegen import ir
 from dace_cpufree.frontend.scans import CHUNK
 from kernel_steps import items
@@ -106,9 +107,10 @@ def test_an_axis_that_does_not_exist_is_refused_with_a_fix():
 
 
 @pytest.mark.compile
-def test_nvcc_builds():
-    source = dace_cpufree.kernel_source(scaled)
-    assert build(source.code, "cumsum_scaled", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds(backend):
+    source = dace_cpufree.kernel_source(scaled, backend=backend)
+    assert build(source.code, "cumsum_scaled", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

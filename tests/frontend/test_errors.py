@@ -3,15 +3,15 @@
 import dace
 import numpy as np
 import pytest
+from kernel_copies import jacobi_2d
 
 import dace_cpufree
 from dace_cpufree.runtime.arguments import device_layout
-from npbench_runs.kernels import KERNELS
 
 
 @pytest.fixture(scope="module")
 def jacobi():
-    return dace_cpufree.compile(KERNELS["jacobi_2d"].program, backend="emulate")
+    return dace_cpufree.compile(jacobi_2d.program, backend="emulate")
 
 
 def test_wrong_dtype_names_argument_and_expected_dtype(jacobi):
@@ -67,7 +67,7 @@ def test_wrong_rank_names_both_ranks_and_the_fix(jacobi):
 
 def test_unknown_backend():
     with pytest.raises(dace_cpufree.CpufreeError, match="unknown backend"):
-        dace_cpufree.generate_code(KERNELS["jacobi_2d"].program, backend="opencl")
+        dace_cpufree.generate_code(jacobi_2d.program, backend="opencl")
 
 
 def test_not_a_program():

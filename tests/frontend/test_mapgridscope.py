@@ -5,6 +5,7 @@ with several blocks, nvcc builds, every misuse error, and the GPU results agains
 import gridscope_programs as g
 import numpy as np
 import pytest
+from builds import BACKENDS
 
 import dace_cpufree
 from dace_cpufree.runtime import build
@@ -120,9 +121,10 @@ def test_a_block_function_with_parameters_or_other_decorators_is_refused():
 
 @pytest.mark.compile
 @pytest.mark.parametrize("program", ["copy_in_parts", "jacobi_1d_periodic"])
-def test_nvcc_builds_block_scopes(program):
-    source = dace_cpufree.kernel_source(getattr(g, program))
-    assert build(source.code, f"gridscope_{program}", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds_block_scopes(program, backend):
+    source = dace_cpufree.kernel_source(getattr(g, program), backend=backend)
+    assert build(source.code, f"gridscope_{program}", backend).stat().st_size > 0
 
 
 @pytest.mark.compile

@@ -6,6 +6,7 @@ undefined starting block" (upstream DaCe alike); ``rehome_nested_call_states`` m
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 from dace_cpufree.transformations.frontend_states import rehome_nested_call_states
 
 import dace_cpufree
@@ -171,9 +172,10 @@ def test_a_mean_in_a_while_condition_is_refused_with_a_fix_that_runs():
 
 
 @pytest.mark.compile
-def test_nvcc_builds_a_mean_in_a_loop():
-    source = dace_cpufree.kernel_source(mean_in_an_expression_in_a_loop)
-    assert build(source.code, "mean_in_a_loop", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds_a_mean_in_a_loop(backend):
+    source = dace_cpufree.kernel_source(mean_in_an_expression_in_a_loop, backend=backend)
+    assert build(source.code, "mean_in_a_loop", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

@@ -5,6 +5,7 @@ compute refused with a fix, built by nvcc."""
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 
 import dace_cpufree
 from dace_cpufree.errors import NotPersistableError
@@ -76,9 +77,10 @@ def test_norms_it_does_not_compute_are_refused_with_the_line_and_a_fix(program, 
 
 
 @pytest.mark.compile
-def test_nvcc_builds_the_norms():
-    source = dace_cpufree.kernel_source(norms)
-    assert build(source.code, "frontend_norms", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds_the_norms(backend):
+    source = dace_cpufree.kernel_source(norms, backend=backend)
+    assert build(source.code, "frontend_norms", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

@@ -1,34 +1,29 @@
 """The device <-> host channel in programs that communicate: one channel per PE, no PE left waiting for one that
 stopped, and hang reports of waits for a peer's signal.
 
-CPU: the generated code and facts, the refusals, nvcc builds linked against NVSHMEM (marked ``compile``: they fail,
-never skip, in CI) and the host's reading of the report words. GPU (``multigpu``): ``mpirun`` jobs of
-:mod:`npbench_runs.multigpu.channel` on 2 GPUs: a timeout on every PE, on one PE, a wait that never ends reported
-in debug mode and stopped by a timeout without it, a timeout in a kernel with a PE barrier; after each, a re-run on
-every PE matches NumPy.
+CPU: the generated code and facts, nvcc builds linked against NVSHMEM (marked ``compile``: they fail, never skip, in
+CI) and the host's reading of the report words. The refusal of a library collective and the channel in the suite's
+solvers, and the ``mpirun`` jobs on 2 GPUs: tests/benchmarks/test_shmem_channel_jobs.py.
 """
 
 import re
-import shutil
 from types import SimpleNamespace
 
 import pytest
 from dace_cpufree.codegen.channel import ChannelFacts
+from kernel_copies import shmem_jacobi_2d
 
 import dace_cpufree
 from dace_cpufree.channel_marks import wait_fact
-from dace_cpufree.errors import CpufreeError, KernelCancelled, KernelHang
-from dace_cpufree.options import env
-from dace_cpufree.runtime import build, gpu_count
+from dace_cpufree.errors import KernelCancelled, KernelHang
+from dace_cpufree.runtime import build
 from dace_cpufree.runtime.channel import Call
 from dace_cpufree.runtime.hang import hang_report
-from npbench_runs.multigpu import jacobi_2d, scaling
-from npbench_runs.solvers import poisson
 
 SYMBOLS = {"LX": 34, "LY": 34, "PY": 1}
 
 
-def _source(program=jacobi_2d.plain, **options):
+def _source(program=shmem_jacobi_2d.plain, **options):
     return dace_cpufree.kernel_source(program, **options)
 
 
@@ -55,17 +50,6 @@ def test_every_wait_is_named_in_the_facts_with_its_program_line():
     assert wait_fact("flags[0]", "/a/jacobi_2d.py:38")["id"] == wait_fact("flags[0]", "/b/c/jacobi_2d.py:38")["id"]
 
 
-def test_a_library_collective_is_refused_and_pe_barriers_can_be_left():
-    with pytest.raises(
-        CpufreeError, match=r"Allreduce \(the SHMEM library's collective reduction\) at .*poisson.*Fix:"
-    ):
-        _source(poisson.cg_poisson_2d, progress=True, shmem_transport="proxy")
-    # the gather form (direct stores) and the PE barrier before the first communication can be left: built
-    code = _source(poisson.cg_poisson_2d, progress=True, shmem_transport="p2p").code
-    assert "wait_ge" in code and "cpufree::channel::barrier_all();" in code
-    assert "cpufree::channel::barrier_all();" in _source(jacobi_2d.overlapped, channel=True).code
-
-
 @pytest.mark.compile
 @pytest.mark.parametrize("transport", ["p2p", "proxy"])
 @pytest.mark.parametrize(
@@ -75,21 +59,6 @@ def test_channel_builds_link_against_nvshmem(transport, options):
     source = _source(shmem_transport=transport, symbols=SYMBOLS, **options)
     name = f"shmem_channel_{transport}_{'_'.join(options)}"
     assert build(source.code, name, "cuda", shmem=True, full_blocks=source.direct_stores).stat().st_size > 0
-
-
-@pytest.mark.compile
-@pytest.mark.parametrize("transport", ["p2p", "proxy"])
-def test_pe_barrier_and_allreduce_gather_form_with_the_channel_build(transport):
-    sources = {"fenced": _source(jacobi_2d.overlapped, channel=True, shmem_transport=transport)}  # a PE barrier
-    if transport == "p2p":  # the gather form of Allreduce (with NVSHMEM's calls it is the library's: refused)
-        sources["cg"] = _source(
-            poisson.cg_poisson_2d, progress=True, shmem_transport="p2p", symbols={"LX": 18, "NY": 16}
-        )
-    for name, source in sources.items():
-        library = build(
-            source.code, f"shmem_channel_{name}_{transport}", "cuda", shmem=True, full_blocks=source.direct_stores
-        )
-        assert library.stat().st_size > 0
 
 
 class _Host(SimpleNamespace):
@@ -143,59 +112,3 @@ def test_a_pe_stopped_by_a_peer_or_left_without_its_data_is_cancelled():
     with pytest.raises(KernelCancelled, match="by timeout at the wait"):
         _outcome({"LEFT": 1}, reason="timeout")
     _outcome({})  # nothing stopped: the call returns
-
-
-# ---- GPU: mpirun jobs on 2 GPUs -----------------------------------------------------------------------------------
-TIMEOUT = env("DACE_CPUFREE_MULTIGPU_TIMEOUT")
-
-
-def _job(case: str, seconds: float = 1.0) -> dict:
-    if gpu_count() < 2:
-        pytest.skip(f"needs 2 GPUs, {gpu_count()} present")
-    if shutil.which("mpirun") is None:
-        pytest.skip("needs mpirun")
-    args = ["--case", case, "--seconds", str(seconds)]
-    proc, report = scaling.mpirun_job(2, args, TIMEOUT, module="npbench_runs.multigpu.channel")
-    assert proc.returncode not in scaling.TIMED_OUT, f"hung:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    assert proc.returncode == 0 and report, f"rc={proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    assert report["again_error"] <= 1e-12, report  # every PE usable again: the re-run matches NumPy
-    assert all(pe["again"] == "returned" for pe in report["pes"]), report
-    return {pe["pe"]: pe for pe in report["pes"]}
-
-
-@pytest.mark.multigpu
-@pytest.mark.nvshmem
-@pytest.mark.parametrize("case", ["timeout", "fenced"])
-def test_timeout_stops_every_pe_and_they_run_again(case):
-    """``fenced``: symbolic tile sizes, so the kernel fences its halo buffers with the PE barrier the channel can
-    leave."""
-    pes = _job(case)
-    for pe in pes.values():
-        assert pe["ended"] == "KernelCancelled" and pe["seconds"] < 10, pe
-
-
-@pytest.mark.multigpu
-@pytest.mark.nvshmem
-def test_one_pe_stopping_stops_its_peer():
-    pes = _job("one")
-    assert pes[0]["ended"] == "KernelCancelled" and pes[0]["reason"] == "timeout", pes
-    assert pes[1]["ended"] == "KernelCancelled" and pes[1]["reason"] == "PE 0, which stopped", pes
-    assert pes[1]["seconds"] < 10, pes
-
-
-@pytest.mark.multigpu
-@pytest.mark.nvshmem
-def test_a_wait_never_signalled_is_reported_and_stopped():
-    pes = _job("hang")
-    assert pes[0]["ended"] == "returned", pes  # PE 0 ran its fewer steps
-    hang = pes[1]
-    assert hang["ended"] == "KernelHang" and hang["seconds"] < 30, hang
-    assert "PE 1" in hang["message"] and "SignalWait on flags[" in hang["message"] and "reach 11" in hang["message"]
-
-
-@pytest.mark.multigpu
-@pytest.mark.nvshmem
-def test_a_timeout_ends_a_wait_never_signalled():
-    pes = _job("stuck")
-    assert pes[0]["ended"] == "returned", pes
-    assert pes[1]["ended"] == "KernelCancelled" and pes[1]["reason"] == "timeout" and pes[1]["seconds"] < 10, pes

@@ -5,10 +5,10 @@ every grid sync a cancel point. Structure of the generated code and results on t
 import dace
 import numpy as np
 import pytest
+from kernel_copies import jacobi_2d
 
 import dace_cpufree
 from dace_cpufree.errors import NotPersistableError
-from npbench_runs.kernels import jacobi_2d
 
 N = dace.symbol("N")
 

@@ -7,6 +7,7 @@ import pytest
 from dace_cpufree.codegen.syncs import _apart, _disjoint
 from dace_cpufree.frontend import Putmem
 from dace_cpufree.transformations.early_puts import _pieces
+from kernel_copies import shmem_jacobi_2d, shmem_jacobi_3d
 from kernel_steps import hidden, items, puts, steps, top_maps
 
 import dace_cpufree
@@ -100,10 +101,8 @@ def test_a_put_of_more_than_a_face_leaves_the_map_whole():
 
 
 def test_early_puts_can_be_turned_off(monkeypatch):
-    from npbench_runs.multigpu import jacobi_3d
-
     monkeypatch.setenv("DACE_CPUFREE_EARLY_PUTS", "0")
-    sdfg = dace_cpufree.persistent_sdfg(jacobi_3d.plain, symbols=dict(LX=34, N=34))
+    sdfg = dace_cpufree.persistent_sdfg(shmem_jacobi_3d.plain, symbols=dict(LX=34, N=34))
     assert top_maps(sdfg) == ["0:32, 0:32, 0:32"] * 2
     assert not any(n.startswith("__cpufree_halo") for n in sdfg.arrays)
 
@@ -111,13 +110,11 @@ def test_early_puts_can_be_turned_off(monkeypatch):
 def test_jacobi_3d_plain_edge_planes_first_interior_while_they_travel():
     """Per half-step: both edge planes as one strided step, a grid sync, the two puts (hidden: other work
     follows them), the interior, each wait followed by its block barrier and unpacking, a grid sync."""
-    from npbench_runs.multigpu import jacobi_3d
-
     options = dict(symbols=dict(LX=34, N=34), shmem_transport="p2p")
-    src = dace_cpufree.kernel_source(jacobi_3d.plain, **options)
+    src = dace_cpufree.kernel_source(shmem_jacobi_3d.plain, **options)
     half = ["GRID", "map", "GRID", "put", "put", "map", "wait", "unpack", "wait", "unpack"]
     assert steps(src) == half * 2
-    sdfg = dace_cpufree.persistent_sdfg(jacobi_3d.plain, **options)
+    sdfg = dace_cpufree.persistent_sdfg(shmem_jacobi_3d.plain, **options)
     assert top_maps(sdfg).count("0:32:31, 0:32, 0:32") == 2  # planes 1 and 32: one step from 0 to 31
     assert [hidden(t) for t in puts(sdfg)] == [True] * 4  # other work follows them
     halos = {"__cpufree_halo_A", "__cpufree_halo_A_0", "__cpufree_halo_B", "__cpufree_halo_B_0"}
@@ -129,9 +126,7 @@ def test_jacobi_3d_plain_edge_planes_first_interior_while_they_travel():
 def test_jacobi_2d_plain_rows_and_columns_first_without_a_sync_between_them():
     """Rows 1 and LX-2 as one strided step, columns 1 and LY-2 between them as another; no grid sync
     between the two (their strided regions are told apart), one before the four puts."""
-    from npbench_runs.multigpu import jacobi_2d
-
-    src = dace_cpufree.kernel_source(jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
+    src = dace_cpufree.kernel_source(shmem_jacobi_2d.plain, symbols=dict(LX=66, LY=34, PY=2), shmem_transport="p2p")
     half = ["GRID", "map", "map", "GRID", "put", "put", "put", "put", "map"] + ["wait", "unpack"] * 4
     assert steps(src) == half * 2
     assert src.grid_syncs == 4
@@ -139,9 +134,7 @@ def test_jacobi_2d_plain_rows_and_columns_first_without_a_sync_between_them():
 
 def test_symbolic_sizes_keep_opposite_faces_apart():
     """Without sizes the distance between two opposite faces is unknown: two steps, not one strided one."""
-    from npbench_runs.multigpu import jacobi_3d
-
-    sdfg = dace_cpufree.persistent_sdfg(jacobi_3d.plain)
+    sdfg = dace_cpufree.persistent_sdfg(shmem_jacobi_3d.plain)
     ranges = top_maps(sdfg)
     assert ranges.count("0, 0:N - 2, 0:N - 2") == 2 and ranges.count("LX - 3, 0:N - 2, 0:N - 2") == 2
     assert ranges.count("1:LX - 3, 0:N - 2, 0:N - 2") == 2

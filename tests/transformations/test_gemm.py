@@ -11,6 +11,7 @@ import dace
 import numpy as np
 import pytest
 from dace_cpufree.codegen import host
+from kernel_copies import go_fast
 from kernel_steps import items
 from programs import both_batched
 
@@ -19,7 +20,6 @@ from dace_cpufree.errors import NotPersistableError
 from dace_cpufree.runtime import build
 from dace_cpufree.runtime.build import INCLUDE_DIR, find_nvcc
 from dace_cpufree.runtime.mathdx import ENVIRONMENT, nvcc_flags
-from npbench_runs.kernels import KERNELS
 
 M, N, K = (dace.symbol(s) for s in "MNK")
 
@@ -124,13 +124,13 @@ def test_the_launch_gives_products_their_block_size_and_shared_memory():
         "cpufree::gemm_threads<float>()",
         "cpufree::gemm_shared_bytes<float>()",
     )
-    plain = dace_cpufree.kernel_source(KERNELS["go_fast"].program)
+    plain = dace_cpufree.kernel_source(go_fast.program)
     assert (plain.need_block, plain.dynamic_shared) == ("0", "0")
     # the launcher's library answers them, so that configure() can tell a user's block size the products cannot run
     assert 'extern "C" int cpufree_products_block() { return (int)(cpufree::gemm_threads<double>()); }' in source.code
     assert "return (cpufree::gemm_block_fits<double>(block)) ? 1 : 0;" in source.code
     assert "return (cpufree::gemm_block_fits<float>(block)) ? 1 : 0;" in three.code
-    assert "return (true) ? 1 : 0;" in dace_cpufree.kernel_source(KERNELS["go_fast"].program).code
+    assert "return (true) ? 1 : 0;" in dace_cpufree.kernel_source(go_fast.program).code
 
 
 @pytest.mark.compile
@@ -215,7 +215,7 @@ def test_kernels_with_products_are_built_twice_and_the_launcher_counts_their_til
         f"if (cpufree::take_bounded_build(cpufree_facts)) {{\n        cpufree_kfn = {kernel}_bounded;\n"
         "        cpufree_per_sm = cpufree_state.per_sm_bounded;" in source.code
     )
-    plain = dace_cpufree.kernel_source(KERNELS["go_fast"].program)
+    plain = dace_cpufree.kernel_source(go_fast.program)
     assert f"{plain.kernel}_bounded" not in plain.code and f"{plain.kernel}_body" not in plain.code
 
 

@@ -10,12 +10,12 @@ import dace
 import numpy as np
 import pytest
 from helpers import host_library
+from kernel_copies import mlp
 from kernel_steps import items
 
 import dace_cpufree
 from dace_cpufree.runtime.build import INCLUDE_DIR, find_nvcc
 from dace_cpufree.runtime.mathdx import nvcc_flags
-from npbench_runs.kernels import KERNELS
 
 M, N, K = (dace.symbol(s) for s in "MNK")
 
@@ -177,7 +177,7 @@ def test_skinny_products_match_numpy_in_the_emulation(program, m, n, k):
 
 
 def test_mlp_matches_numpy_in_the_emulation():
-    kernel = KERNELS["mlp"]
+    kernel = mlp
     args = kernel.initialize(**kernel.PRESETS["small"])
     got = dace_cpufree.compile(kernel.program, backend="emulate")(**args)
     np.testing.assert_allclose(got, kernel.reference(**args), rtol=kernel.RTOL, atol=kernel.ATOL)
@@ -186,7 +186,7 @@ def test_mlp_matches_numpy_in_the_emulation():
 def test_mlp_products_are_calls_of_every_thread_with_the_tile_launch():
     """The row count is decided inside the call (mlp's batch is a symbol): the products stay one call each, and the
     launch keeps the tile path's block size and shared memory, which the skinny form fits in."""
-    source = dace_cpufree.kernel_source(KERNELS["mlp"].program)
+    source = dace_cpufree.kernel_source(mlp.program)
     calls = [i for i in items(source) if i.collective]
     assert len(calls) == 3
     assert all("cpufree::gemm<float, cpufree_build>((long long)(N)," in "\n".join(c.code) for c in calls)

@@ -5,6 +5,7 @@ vector and matrix right-hand sides, sizes compiled in), refusals with a fix, an 
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 from kernel_steps import loops
 
 import dace_cpufree
@@ -104,9 +105,10 @@ def test_an_unsupported_type_is_refused_with_a_fix():
 
 
 @pytest.mark.compile
-def test_nvcc_builds():
-    source = dace_cpufree.kernel_source(solve_matrix)
-    assert build(source.code, "linalg_solve_matrix", "cuda").stat().st_size > 0
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_builds(backend):
+    source = dace_cpufree.kernel_source(solve_matrix, backend=backend)
+    assert build(source.code, "linalg_solve_matrix", backend).stat().st_size > 0
 
 
 @pytest.mark.gpu

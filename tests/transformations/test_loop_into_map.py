@@ -5,13 +5,14 @@ points' elements stay loops. Results against NumPy, under the race checker, nvcc
 import dace
 import numpy as np
 import pytest
+from builds import BACKENDS
 from dace.sdfg import nodes
 from dace_cpufree.codegen import ir
 from dace_cpufree.transformations import owned_blocks
+from kernel_copies import conv2d_bias
 
 import dace_cpufree
 from dace_cpufree.runtime import build
-from npbench_runs.kernels import conv2d_bias
 
 N = dace.symbol("N")
 K = dace.symbol("K")
@@ -139,9 +140,10 @@ def test_a_stencil_time_loop_keeps_its_result():
 
 
 @pytest.mark.compile
-def test_nvcc_compiles_the_moved_loop_nest():
-    source = dace_cpufree.kernel_source(conv2d_bias.program)
-    assert build(source.code, "nvcc_loop_into_map", "cuda").exists()
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiles_the_moved_loop_nest(backend):
+    source = dace_cpufree.kernel_source(conv2d_bias.program, backend=backend)
+    assert build(source.code, "nvcc_loop_into_map", backend).exists()
 
 
 @pytest.mark.gpu

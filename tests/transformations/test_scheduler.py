@@ -11,15 +11,16 @@ import dace
 import numpy as np
 import programs
 import pytest
+from builds import BACKENDS
 from dace_cpufree.codegen.ir import Form
 from helpers import check_against_numpy
+from kernel_copies import heat_3d, jacobi_1d, softmax
 from kernel_steps import forms, tiles
 from programs import SOFTMAX_PAPER, softmax_f64
 
 import dace_cpufree
 from dace_cpufree.errors import CpufreeError
 from dace_cpufree.runtime import build
-from npbench_runs.kernels import KERNELS
 
 N, M, K, L, P = (dace.symbol(s) for s in "NMKLP")
 
@@ -39,7 +40,7 @@ def _kernel(code: str) -> str:
 
 
 def test_softmax_4d_rows_get_tiles_tile_reductions_and_one_fused_row_loop():
-    src = dace_cpufree.kernel_source(KERNELS["softmax"].program, symbols=SOFTMAX_PAPER)
+    src = dace_cpufree.kernel_source(softmax.program, symbols=SOFTMAX_PAPER)
     assert tiles(src) == {512}  # the static bound: the 512-wide rows
     # all six steps (two initialisations, two reductions, exp, divide) share one tile-stride loop over
     # the three fused outer dimensions: one tile per row, tile reductions (no atomics), no grid.sync() between them
@@ -54,7 +55,7 @@ def test_softmax_4d_rows_get_tiles_tile_reductions_and_one_fused_row_loop():
 
 
 def test_softmax_all_maps_tiled_still_fuses_rows():
-    src = dace_cpufree.kernel_source(KERNELS["softmax"].program, symbols=SOFTMAX_PAPER, scheduler="all")
+    src = dace_cpufree.kernel_source(softmax.program, symbols=SOFTMAX_PAPER, scheduler="all")
     assert src.grid_syncs == 0 and forms(src) == [Form.ROWS] and tiles(src) == {512}
 
 
@@ -85,7 +86,7 @@ def test_row_fusion_refused_when_a_step_reads_another_row():
 
 
 def test_heat_3d_fuses_two_outer_dimensions_and_tiles_the_contiguous_one():
-    src = dace_cpufree.kernel_source(KERNELS["heat_3d"].program, symbols={"N": 40}, scheduler="all")
+    src = dace_cpufree.kernel_source(heat_3d.program, symbols={"N": 40}, scheduler="all")
     assert tiles(src) == {64}  # 38 interior points: the power of two covering them
     assert forms(src) == [Form.TILED_MAP] * 2
     assert all("tile-stride loop over fused (__i0, __i1)" in s for _, s, _ in src.steps)
@@ -117,12 +118,12 @@ def test_tile_size_override_and_its_errors():
 
 
 def test_scheduler_off_is_the_plain_grid_stride_code():
-    src = dace_cpufree.kernel_source(KERNELS["softmax"].program, scheduler=False)
+    src = dace_cpufree.kernel_source(softmax.program, scheduler=False)
     assert not tiles(src) and Form.WARP_PER_OUTPUT in forms(src)
 
 
 def test_one_dimensional_maps_keep_one_grid_stride_loop():
-    src = dace_cpufree.kernel_source(KERNELS["jacobi_1d"].program)
+    src = dace_cpufree.kernel_source(jacobi_1d.program)
     assert set(forms(src)) == {Form.ELEMENTS}
 
 
@@ -154,9 +155,9 @@ def test_cli_inspect_reports_tiles(tmp_path, capsys):
 @pytest.mark.parametrize(
     "module, sizes",
     [
-        (KERNELS["softmax"], dict(N=2, H=3, SM=40)),
-        (KERNELS["heat_3d"], dict(N=12, TSTEPS=3)),
-        (types.SimpleNamespace(**{**vars(KERNELS["softmax"]), "program": softmax_f64}), dict(N=2, H=2, SM=24)),
+        (softmax, dict(N=2, H=3, SM=40)),
+        (heat_3d, dict(N=12, TSTEPS=3)),
+        (types.SimpleNamespace(**{**vars(softmax), "program": softmax_f64}), dict(N=2, H=2, SM=24)),
     ],
     ids=["softmax", "heat_3d", "softmax_f64"],
 )
@@ -179,13 +180,14 @@ def test_five_dimensional_map_matches_numpy_in_emulation():
 
 @pytest.mark.compile
 @pytest.mark.parametrize("which", ["softmax_paper", "softmax_f64_paper", "heat_3d", "scale_5d"])
-def test_nvcc_compiles_scheduled_code(which):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiles_scheduled_code(which, backend):
     program, symbols = {
-        "softmax_paper": (KERNELS["softmax"].program, SOFTMAX_PAPER),
+        "softmax_paper": (softmax.program, SOFTMAX_PAPER),
         "softmax_f64_paper": (softmax_f64, dict(N=64, M=16, K=512)),
-        "heat_3d": (KERNELS["heat_3d"].program, {"N": 40}),
+        "heat_3d": (heat_3d.program, {"N": 40}),
         "scale_5d": (scale_5d, None),
     }[which]
-    source = dace_cpufree.kernel_source(program, symbols=symbols, scheduler="all")
-    library = build(source.code, f"nvcc_sched_{which}", "cuda")
+    source = dace_cpufree.kernel_source(program, symbols=symbols, scheduler="all", backend=backend)
+    library = build(source.code, f"nvcc_sched_{which}", backend)
     assert library.exists() and library.stat().st_size > 0

@@ -3,6 +3,7 @@
 // element in order and grid.sync() is a no-op: the result must equal the sequential
 // semantics of the program. With -DCPUFREE_RACE_CHECK it runs as several blocks of several
 // threads instead, one at a time between barriers, and checks the synchronisation (racecheck.h).
+// A program that communicates runs on several emulated PEs, one copy of its library each (shmem_emulate.h).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -79,12 +80,13 @@ enum cudaDeviceAttr {
     cudaDevAttrMaxThreadsPerBlock,
     cudaDevAttrWarpSize
 };
-enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 struct cudaDeviceProp {
     char name[256];
 };
 
 enum { cudaErrorRaceCheck = 2 };  // the race checker found conflicting accesses or a hang (its report)
+enum { cudaErrorPeStopped = 3 };  // an emulated PE waited for what could never come, or its peers stopped
 #if defined(CPUFREE_RACE_CHECK)
 inline const char *cudaGetErrorString(cudaError_t e) {
     static std::string text;
@@ -99,10 +101,13 @@ extern "C" const char *cpufree_race_report() {
 }
 extern "C" void cpufree_race_order(int order, unsigned seed) { cpufree::race::checker().set_order(order, seed); }
 #else
-inline const char *cudaGetErrorString(cudaError_t) { return "emulation error"; }
+inline const char *cudaGetErrorString(cudaError_t e) {
+    return e == cudaErrorPeStopped ? "the emulated PEs stopped (a wait that could never end)" : "emulation error";
+}
 #endif
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
 #if defined(CPUFREE_RACE_CHECK)
@@ -169,6 +174,18 @@ inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 }
 
 namespace cpufree::emu {
+// Thrown in an emulated PE whose wait can never end, or whose peers stopped: unwinds its kernel.
+struct Stopped {};
+
+// The PEs of a multi-PE emulation that this library's launches belong to (shmem_emulate.h fills it in when the
+// library joins them): this library's PE, their number, and the host barrier of all PEs (false: the run stopped).
+// Internal linkage: every PE's copy of the library has its own.
+struct Pes {
+    int pe = 0, count = 1;
+    bool (*meet)() = nullptr;
+};
+static Pes pes;
+
 template <typename... A, size_t... I>
 inline void call(void (*k)(A...), void **args, std::index_sequence<I...>) {
     k(*static_cast<A *>(args[I])...);
@@ -178,33 +195,44 @@ template <typename... A, size_t... I>
 inline void call_checked(void (*k)(A...), void **args, std::index_sequence<I...>) {
     k(race::argument<A>::get(args[I])...);
 }
-// Every virtual thread is an OS thread; the checker lets one run at a time (racecheck.h).
+// Every virtual thread is an OS thread; the checker lets one run at a time (racecheck.h). With several PEs, PE 0
+// starts the checker for the threads of all of them (numbered PE by PE), and every PE's launch waits for the others
+// before its threads start and after they end (so that the result read is the whole run's).
 template <typename... A> inline cudaError_t launch(void (*k)(A...), void **args, dim3 grid, dim3 block) {
     race::Checker &c = race::checker();
     gridDim = grid;
     blockDim = block;
-    const int n = (int)(grid.x * block.x);
-    c.start((int)grid.x, (int)block.x, c.order(), c.seed());
+    const int n = (int)(grid.x * block.x), first = pes.pe * n;
+    if (pes.meet && !pes.meet()) return cudaErrorPeStopped;
+    if (pes.pe == 0) c.start((int)grid.x, (int)block.x, c.order(), c.seed(), pes.count);
+    if (pes.meet && !pes.meet()) return cudaErrorPeStopped;
     std::vector<std::thread> pool;
-    for (int id = 0; id < n; ++id)
+    for (int id = first; id < first + n; ++id)
         pool.emplace_back([&, id] {
             race::self = id;
             race::step = "kernel start";
-            threadIdx = dim3(id % block.x);
-            blockIdx = dim3(id / block.x);
+            race::inside = true;
+            threadIdx = dim3((id - first) % block.x);
+            blockIdx = dim3((id - first) / block.x);
             try {
                 c.enter(id);
                 call_checked(k, args, std::index_sequence_for<A...>{});
             } catch (const race::Abandoned &) {
+            } catch (const Stopped &) {
             }
             c.leave(id);
         });
     for (std::thread &t : pool) t.join();
+    if (pes.meet && !pes.meet()) return cudaErrorPeStopped;
     return c.clean() ? cudaSuccess : cudaErrorRaceCheck;
 }
 #else
 template <typename... A> inline cudaError_t launch(void (*k)(A...), void **args, dim3, dim3) {
-    call(k, args, std::index_sequence_for<A...>{});
+    try {
+        call(k, args, std::index_sequence_for<A...>{});
+    } catch (const Stopped &) {
+        return cudaErrorPeStopped;
+    }
     return cudaSuccess;
 }
 #endif

@@ -1,9 +1,10 @@
 // CPUFREE_HD marks the functions that kernels and host programs both call: the index arithmetic of the product
-// paths, which host programs check against NumPy and CuTe's layouts (tests/transformations/).
+// paths, which host programs check against NumPy and CuTe's layouts (tests/transformations/), and of the tiles of a
+// block for any wavefront size (tests/hip/).
 #pragma once
 
 #ifndef CPUFREE_HD
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(__HIPCC__)
 #define CPUFREE_HD __host__ __device__
 #else
 #define CPUFREE_HD
@@ -19,6 +20,17 @@ template <typename T>
 CPUFREE_HD inline bool rows_of_vectors(const T *X, long long ld, long long cols) {
     constexpr long long kVec = 16 / sizeof(T);
     return reinterpret_cast<unsigned long long>(X) % 16 == 0 && ld % kVec == 0 && cols % kVec == 0;
+}
+
+// Tiles of `size` lanes (a power of two) in a block: a thread's tile and its rank there, and the block's tile count.
+// A tile of at most a warp (wavefront) lies within one, since warps start at multiples of their size.
+CPUFREE_HD constexpr unsigned long long tile_rank(unsigned long long thread, unsigned long long size) { return thread % size; }
+CPUFREE_HD constexpr unsigned long long tile_group(unsigned long long thread, unsigned long long size) { return thread / size; }
+CPUFREE_HD constexpr unsigned long long tile_groups(unsigned long long block, unsigned long long size) { return block / size; }
+// The tile size of a step whose bound is `size` on a target without a barrier per tile (AMD: no named barriers): the
+// largest power of two <= size that fits in a wavefront of `warp` lanes.
+CPUFREE_HD constexpr unsigned long long within_wavefront(unsigned long long size, unsigned long long warp) {
+    return size > warp ? within_wavefront(size / 2, warp) : size;
 }
 
 }  // namespace cpufree

@@ -10,11 +10,15 @@
 #include <cfloat>
 #include <type_traits>
 
+#include "host_device.h"
+
 #if defined(CPUFREE_EMULATE)
 #include "emulate.h"
 #elif defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #include <hip/hip_cooperative_groups.h>
+#include <chrono>  // the launcher's measure of the wall clock's rate (cpufree::wall_clock_rate)
+#include <thread>
 #define CPUFREE_LAUNCH_COOPERATIVE(kernel, grid, block, args, smem, stream) \
     hipLaunchCooperativeKernel((const void *)(kernel), grid, block, args, smem, stream)
 #else
@@ -41,7 +45,7 @@ __device__ int cpufree_wall_clock_khz;  // the rate of wall_clock64, set by the 
 // build also caps the registers of the file's other device functions, build.full_block_flags).
 #define CPUFREE_FULL_BLOCKS __launch_bounds__(CPUFREE_MAX_BLOCK_THREADS)
 
-#if defined(CPUFREE_EMULATE)
+#if defined(CPUFREE_EMULATE) || defined(__HIPCC__)  // hipcc: clang's device overloads of std::complex
 #include <complex>
 namespace cpufree { template <typename T> using complex = std::complex<T>; }
 #else
@@ -90,7 +94,7 @@ using bool_ = bool;
 namespace math {
 using ::exp; using ::log; using ::sqrt; using ::pow; using ::sin; using ::cos; using ::tanh; using ::fabs;
 // the same of complex numbers (the real ones above stay the C library's)
-#if defined(CPUFREE_EMULATE)
+#if defined(CPUFREE_EMULATE) || defined(__HIPCC__)
 #define CPUFREE_COMPLEX_NS std
 #else
 #define CPUFREE_COMPLEX_NS cuda::std
@@ -644,6 +648,39 @@ __device__ inline long long column_chunks(long long groups, long long rows, long
     return want < 1 ? 1 : want > most ? most : want;
 }
 
+// The warp (wavefront) size the device code is compiled for: 32 on NVIDIA, the target's wavefront on AMD (64 on CDNA,
+// 32 on RDNA with wave32; clang defines __AMDGCN_WAVEFRONT_SIZE in each device pass), 1 in the emulation. Tiles up to
+// it are one warp's lanes; larger tiles need a barrier of their own (BlockTile).
+#if defined(CPUFREE_EMULATE)
+#define CPUFREE_WARP 1
+#elif defined(__HIPCC__) && defined(__AMDGCN_WAVEFRONT_SIZE)
+#define CPUFREE_WARP __AMDGCN_WAVEFRONT_SIZE
+#elif defined(__HIPCC__)
+#define CPUFREE_WARP 64  // the host pass of a HIP build: device code is parsed, never run
+#else
+#define CPUFREE_WARP 32
+#endif
+
+#if defined(__HIPCC__)
+// A tile of at most a wavefront on AMD (ROCm's thread_block_tile lacks num_threads and the meta-group calls): the
+// lanes run in lockstep, so its sync only orders memory; shuffles stay within the tile's lanes.
+template <unsigned int Size> struct WaveTile {
+    __device__ static constexpr unsigned long long num_threads() { return Size; }
+    __device__ unsigned long long thread_rank() const { return tile_rank(threadIdx.x, Size); }
+    __device__ unsigned long long meta_group_rank() const { return tile_group(threadIdx.x, Size); }
+    __device__ unsigned long long meta_group_size() const { return tile_groups(blockDim.x, Size); }
+    __device__ void sync() const {
+        __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+        __builtin_amdgcn_wave_barrier();
+        __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+    }
+    template <typename T> __device__ T shfl_xor(T v, int offset) const { return __shfl_xor(v, offset, (int)Size); }
+    template <typename T> __device__ complex<T> shfl_xor(complex<T> v, int offset) const {
+        return complex<T>(shfl_xor(v.real(), offset), shfl_xor(v.imag(), offset));
+    }
+};
+#endif
+
 // A tile of more than a warp: consecutive threads of a block, synchronised with a named barrier of
 // its own (ids 1..15; 0 is __syncthreads). Lighter than cooperative_groups' large tiles, which raised
 // register use from 40 to 64 per thread in softmax and halved occupancy on an H200.
@@ -654,7 +691,7 @@ template <unsigned int Size> struct BlockTile {
     __device__ unsigned long long meta_group_size() const { return blockDim.x / Size; }
     __device__ void sync() const {
 #if defined(__HIPCC__)
-        __syncthreads();  // HIP: text only for now (see docs)
+        __syncthreads();  // never taken on AMD: with_tile keeps HIP's tiles within a wavefront (no named barriers)
 #else
         asm volatile("bar.sync %0, %1;" ::"r"((unsigned)(1 + meta_group_rank())), "r"(Size) : "memory");
 #endif
@@ -685,8 +722,16 @@ template <unsigned int Size> __device__ inline bool tile_fits(long long want) {
 // Calls f(tile) with the largest tile size <= Size that `want` reaches and the block can hold:
 // warp-sized and smaller tiles are cooperative_groups::tiled_partition<T>, larger ones BlockTile<T>
 // (at most 15 per block: one named barrier each). All threads of the block call it together.
+// On AMD, which has no named barriers, tiles stay within a wavefront (WaveTile).
 template <unsigned int Size, typename F, typename... P> __device__ inline void with_tile(long long want, F &&f, P... p) {
-    if constexpr (Size > 32) {
+#if defined(__HIPCC__)
+    if constexpr (Size > CPUFREE_WARP) {
+        with_tile<Size / 2>(want, f, p...);
+    } else {
+        run_step(f, WaveTile<Size>{}, p...);
+    }
+#else
+    if constexpr (Size > CPUFREE_WARP) {
         if (tile_fits<Size>(want)) {
             run_step(f, BlockTile<Size>{}, p...);
             return;
@@ -695,12 +740,17 @@ template <unsigned int Size, typename F, typename... P> __device__ inline void w
     } else {
         run_step(f, cg::tiled_partition<Size>(cg::this_thread_block()), p...);
     }
+#endif
 }
 
 // The tile size with_tile<Size>(want, ...) takes in this block (the same in every thread of the block).
 template <unsigned int Size> __device__ inline long long tile_size(long long want) {
-    if constexpr (Size > 32) {
+    if constexpr (Size > CPUFREE_WARP) {
+#if defined(__HIPCC__)
+        return (long long)within_wavefront(Size, CPUFREE_WARP);
+#else
         return tile_fits<Size>(want) ? (long long)Size : tile_size<Size / 2>(want);
+#endif
     } else {
         return Size;
     }
@@ -742,6 +792,38 @@ template <unsigned int Size, typename F, typename... P> inline void with_tile(lo
 template <Op op, typename Tile, typename T> inline T tile_reduce(const Tile &, T val) { return val; }
 #endif
 
+#if defined(__HIPCC__) && !defined(CPUFREE_EMULATE)
+__global__ void read_wall_clock(unsigned long long *out) {
+#if defined(__HIP_DEVICE_COMPILE__)
+    *out = (unsigned long long)wall_clock64();
+#endif
+}
+// The rate of wall_clock64 on device `dev` in kHz (the launcher's value of cpufree_wall_clock_khz): the device
+// attribute where the HIP runtime has it (ROCm 5.3 on) and answers, else measured on the device: two readings 20 ms
+// apart on the host's steady clock (each after one launch, so that the launches' latency cancels).
+inline hipError_t wall_clock_rate(int *khz, int dev) {
+#if HIP_VERSION >= 50300000
+    if (hipDeviceGetAttribute(khz, hipDeviceAttributeWallClockRate, dev) == hipSuccess && *khz > 0) return hipSuccess;
+    (void)hipGetLastError();
+#endif
+    unsigned long long *ticks = nullptr, host[2] = {0, 0};
+    hipError_t e = hipMalloc((void **)&ticks, sizeof(host));
+    if (e != hipSuccess) return e;
+    std::chrono::steady_clock::time_point at[2];
+    for (int i = 0; i < 2 && e == hipSuccess; ++i) {
+        if (i == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        hipLaunchKernelGGL(read_wall_clock, dim3(1), dim3(1), 0, 0, ticks + i);
+        e = hipDeviceSynchronize();
+        at[i] = std::chrono::steady_clock::now();
+    }
+    if (e == hipSuccess) e = hipMemcpy(host, ticks, sizeof(host), hipMemcpyDeviceToHost);
+    (void)hipFree(ticks);
+    const long long us = std::chrono::duration_cast<std::chrono::microseconds>(at[1] - at[0]).count();
+    if (e == hipSuccess) *khz = us > 0 ? (int)((host[1] - host[0]) * 1000ull / (unsigned long long)us) : 0;
+    return e == hipSuccess && *khz <= 0 ? hipErrorInvalidValue : e;
+}
+#endif
+
 // Nanoseconds of the device's constant-rate clock, for timeouts and step times: CUDA's global timer; on HIP the wall
 // clock (wall_clock64) at the rate the launcher reads off the device (hipDeviceAttributeWallClockRate, in kHz, into
 // cpufree_wall_clock_khz before the first launch); the emulation's steady clock.
@@ -749,9 +831,11 @@ template <Op op, typename Tile, typename T> inline T tile_reduce(const Tile &, T
 inline long long clock_ns() { return clock64(); }
 #else
 __device__ __forceinline__ long long clock_ns() {
-#if defined(__HIPCC__)
+#if defined(__HIPCC__) && defined(__HIP_DEVICE_COMPILE__)
     const unsigned long long ticks = wall_clock64(), khz = (unsigned long long)cpufree_wall_clock_khz;
     return (long long)(ticks / khz * 1000000ull + ticks % khz * 1000000ull / khz);
+#elif defined(__HIPCC__)
+    return 0;  // the host pass of a HIP build
 #else
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

@@ -9,6 +9,10 @@
 #include <cstdint>
 #include <cstdio>
 
+#if defined(CPUFREE_EMULATE)  // the host emulation of several PEs in one process
+#include "shmem_emulate.h"
+#else
+
 #if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
 #include <rocshmem/rocshmem.hpp>
 using namespace rocshmem;
@@ -16,6 +20,20 @@ using namespace rocshmem;
 #else
 #include <nvshmem.h>
 #include <nvshmemx.h>
+#endif
+
+// rocSHMEM's device calls need their work-group's resources: every work-group initialises them before its first call
+// and finalises them when it ends (by a return too), through a scope object at the kernel's start.
+#if defined(CPUFREE_SHMEM_ROC)
+namespace cpufree {
+namespace shmem {
+struct WorkGroup {
+    __device__ WorkGroup() { rocshmem_wg_init(); }
+    __device__ ~WorkGroup() { rocshmem_wg_finalize(); }
+};
+}  // namespace shmem
+}  // namespace cpufree
+#define CPUFREE_SHMEM_WORK_GROUP() cpufree::shmem::WorkGroup __cpufree_wg
 #endif
 
 // Python's modulo and floor division (py_mod, py_floor: PE arithmetic such as (pe - 1) % n_pes, pe // PY) come
@@ -356,3 +374,8 @@ static inline cudaError_t cpufree_shmem_launch(const void *kernel, dim3 grid, di
 #define CPUFREE_WORKSPACE_FREE(ptr) cpufree_shmem_workspace_free(ptr)
 #define CPUFREE_BEFORE_LAUNCH(ws, n) cpufree_shmem_before_launch(ws, n)
 #define CPUFREE_AFTER_LAUNCH() cpufree_shmem_after_launch()
+#endif  // CPUFREE_EMULATE
+
+#ifndef CPUFREE_SHMEM_WORK_GROUP  // NVSHMEM and the emulation: nothing to set up per block
+#define CPUFREE_SHMEM_WORK_GROUP()
+#endif

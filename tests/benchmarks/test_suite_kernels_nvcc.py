@@ -1,7 +1,7 @@
-"""CPU tests: nvcc compiles the generated code of every program (fails, never skips, in CI)."""
+"""CPU tests: nvcc compiles the generated code of every suite kernel (fails, never skips, in CI)."""
 
 import pytest
-from helpers import kernel_params
+from suite_kernels import kernel_params
 
 import dace_cpufree
 from dace_cpufree.runtime import build

@@ -1,7 +1,7 @@
 """Writes the generated CUDA and HIP of every benchmark kernel and stencil configuration into a folder, one file
 each, so that a change to the compiler can be compared with the code before it (``diff -r before after``).
 
-    python tests/generated_snapshot.py OUT_DIR
+    python tests/benchmarks/generated_snapshot.py OUT_DIR
 
 Configurations: each kernel of ``npbench_runs/kernels`` with the thread scheduler on and off, for CUDA and HIP;
 the multi-GPU stencils (plain and overlapped forms) for CUDA (proxy and direct-store transports) and HIP.

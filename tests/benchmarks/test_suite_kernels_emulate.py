@@ -1,7 +1,8 @@
-"""CPU tests: every program runs as generated (host emulation, one thread) and matches NumPy."""
+"""CPU tests: every suite kernel runs as generated (host emulation, one thread) and matches NumPy."""
 
 import pytest
-from helpers import check_against_numpy, kernel_params
+from helpers import check_against_numpy
+from suite_kernels import kernel_params
 
 from npbench_runs.kernels import KERNELS
 

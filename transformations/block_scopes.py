@@ -16,7 +16,7 @@ from dace.sdfg import nodes
 from dace.transformation.interstate import InlineMultistateSDFG, InlineSDFG
 
 from dace_cpufree.errors import NotPersistableError
-from dace_cpufree.facts import BlockFunction, mark_state, state_part
+from dace_cpufree.facts import BlockFunction, copy_state_mark, mark_state, state_part
 
 
 def block_functions(sdfg: dace.SDFG) -> list[BlockFunction]:
@@ -128,3 +128,38 @@ def _state_of(sdfg: dace.SDFG, node) -> dace.SDFGState:
         if n is node:
             return state
     raise KeyError(node.label)
+
+
+def mark_inlined_states(sdfg: dace.SDFG) -> int:
+    """Marks the states that a later inlining (a library expansion's nested SDFG) put between two states of one block
+    function with that function's part: a chain of unmarked states whose nearest states before and after belong to
+    the same block function came from inside it. Returns how many states it marked."""
+    return sum(_mark_runs(region) for region in sdfg.all_control_flow_regions())
+
+
+def _mark_runs(region) -> int:
+    """:func:`mark_inlined_states` in one control-flow region (the SDFG, a loop's body, a branch)."""
+    marked = 0
+    for state in list(region.nodes()):
+        if not isinstance(state, dace.SDFGState) or state_part(state) is not None:
+            continue
+        run = [state]
+        while region.in_degree(run[0]) == 1 and _unmarked(region.in_edges(run[0])[0].src):
+            run.insert(0, region.in_edges(run[0])[0].src)
+        while region.out_degree(run[-1]) == 1 and _unmarked(region.out_edges(run[-1])[0].dst):
+            run.append(region.out_edges(run[-1])[0].dst)
+        if region.in_degree(run[0]) != 1 or region.out_degree(run[-1]) != 1:
+            continue
+        before, after = region.in_edges(run[0])[0].src, region.out_edges(run[-1])[0].dst
+        first = state_part(before) if isinstance(before, dace.SDFGState) else None
+        last = state_part(after) if isinstance(after, dace.SDFGState) else None
+        if first is None or last is None or (first.scope, first.index) != (last.scope, last.index):
+            continue
+        for s in run:
+            copy_state_mark(before, s)
+            marked += 1
+    return marked
+
+
+def _unmarked(block) -> bool:
+    return isinstance(block, dace.SDFGState) and state_part(block) is None

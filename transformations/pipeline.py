@@ -18,7 +18,7 @@ from dace_cpufree.errors import CpufreeError
 from dace_cpufree.options import CompileOptions
 
 from .arg_reductions import split_arg_reductions
-from .block_scopes import prepare_block_scopes
+from .block_scopes import mark_inlined_states, prepare_block_scopes
 from .communication import PrepareCommunication
 from .frontend_states import rehome_nested_call_states
 from .fuse_persistent import FusePersistentKernel
@@ -88,6 +88,7 @@ PERSISTENT: tuple[Stage, ...] = (
     Stage("np.argmax/argmin as two reductions", "dataflow", lambda s, o: split_arg_reductions(s)),
     Stage("SHMEM calls placed and expanded", "dataflow, storage", _communication),
     Stage("one persistent kernel", "everything", lambda s, o: FusePersistentKernel().apply_pass(s, {})),
+    Stage("inlined steps of block functions kept on their blocks", "state marks", lambda s, o: mark_inlined_states(s)),
     Stage("tile sizes of the maps", "map properties", _schedule),
     Stage("validation", "nothing", lambda s, o: s.validate()),
 )

@@ -33,7 +33,8 @@ fact                    type                        written by                  
 
 Block functions of ``@mapgridscope`` (:class:`BlockPart`): frontend/gridscope.py makes each one a
 :class:`BlockFunction` node (its ``part``); transformations/block_scopes.py inlines it and marks the states it became
-(:func:`mark_state`); codegen/lower.py reads a state's part (:func:`state_part`); early_puts.py and
+(:func:`mark_state`), and after the persistent fusion the states its library steps were inlined into
+(``mark_inlined_states``); codegen/lower.py reads a state's part (:func:`state_part`); early_puts.py and
 communication.py carry the mark to the states they split off (:func:`copy_state_mark`).
 
 The thread scheduler's tile of a map (``vocabulary.PersistentMap.tile``, the attribute of the map's schedule

@@ -42,3 +42,16 @@ def check_against_numpy(
         want = want_ret if name == "__return" else ref[name]
         np.testing.assert_allclose(value, want, rtol=module.RTOL, atol=module.ATOL, err_msg=f"{module.NAME}: {name}")
     return prog
+
+
+def cupy_module():
+    """CuPy, imported only where a GPU test runs (machines without a GPU need not have it)."""
+    import cupy
+
+    return cupy
+
+
+def to_device(args: dict) -> dict:
+    """The arrays of ``args`` as CuPy device arrays, the other values as they are."""
+    cp = cupy_module()
+    return {k: cp.asarray(v) if hasattr(v, "shape") else v for k, v in args.items()}

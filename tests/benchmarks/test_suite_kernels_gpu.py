@@ -4,29 +4,16 @@ Run them under a timeout (a deadlocked persistent kernel hangs): ``timeout 600 p
 """
 
 import pytest
-from helpers import check_against_numpy
+from helpers import check_against_numpy, cupy_module, to_device
 
 from npbench_runs.kernels import KERNELS
-
-
-def _cupy():
-    import cupy
-
-    return cupy
-
-
-def _to_device(args):
-    cp = _cupy()
-    return {k: cp.asarray(v) if hasattr(v, "shape") else v for k, v in args.items()}
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("preset", ["test", "small"])
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_program_matches_numpy_on_gpu(name, preset):
-    cp = _cupy()
-    to_dev = lambda args: {k: cp.asarray(v) if hasattr(v, "shape") else v for k, v in args.items()}  # noqa: E731
-    check_against_numpy(KERNELS[name], "cuda", preset, to_device=to_dev, to_host=cp.asnumpy)
+    check_against_numpy(KERNELS[name], "cuda", preset, to_device=to_device, to_host=cupy_module().asnumpy)
 
 
 @pytest.mark.gpu
@@ -62,5 +49,5 @@ def test_static_tiles_match_numpy_on_gpu(name):
         sizes["SM"] = 512
     free = {str(s) for s in module.program.to_sdfg().free_symbols}
     symbols = {k: v for k, v in sizes.items() if k in free}
-    cp = _cupy()
-    check_against_numpy(module, "cuda", sizes, options={"symbols": symbols}, to_device=_to_device, to_host=cp.asnumpy)
+    cp = cupy_module()
+    check_against_numpy(module, "cuda", sizes, options={"symbols": symbols}, to_device=to_device, to_host=cp.asnumpy)

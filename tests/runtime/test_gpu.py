@@ -7,19 +7,8 @@ Run them under a timeout (a deadlocked persistent kernel hangs): ``timeout 600 p
 import types
 
 import pytest
-from helpers import check_against_numpy
+from helpers import check_against_numpy, cupy_module, to_device
 from kernel_copies import jacobi_2d, softmax
-
-
-def _cupy():
-    import cupy
-
-    return cupy
-
-
-def _to_device(args):
-    cp = _cupy()
-    return {k: cp.asarray(v) if hasattr(v, "shape") else v for k, v in args.items()}
 
 
 @pytest.mark.gpu
@@ -43,13 +32,13 @@ def test_softmax_at_npbench_paper_size(dtype, specialize):
     symbols = None
     if specialize:
         symbols = sizes if dtype == "float32" else dict(N=64, M=16, K=512)
-    cp = _cupy()
+    cp = cupy_module()
     check_against_numpy(
         module,
         "cuda",
         sizes,
         options={"symbols": symbols} if symbols else None,
-        to_device=_to_device,
+        to_device=to_device,
         to_host=cp.asnumpy,
         dtype=getattr(np, dtype),
     )

@@ -14,6 +14,7 @@ import types
 import dace
 import numpy as np
 import pytest
+from helpers import cupy_module
 
 import dace_cpufree
 from dace_cpufree.errors import CpufreeError
@@ -208,12 +209,6 @@ def test_the_host_emulation_runs_on_the_legacy_default_stream():
     np.testing.assert_array_equal(prog(x=x), 2.0 * x)
 
 
-def _cupy():
-    import cupy
-
-    return cupy
-
-
 def _fill_late(cp, x, stream):
     """Queues on ``stream`` a kernel that writes ``_VALUE`` into ``x`` after spinning; returns at once."""
     kernel = cp.RawKernel(_LATE_FILL, "late_fill")
@@ -235,7 +230,7 @@ def _late_inputs(cp, prog, params):
 
 @pytest.mark.gpu
 def test_inputs_still_written_on_a_non_blocking_current_stream():
-    cp = _cupy()
+    cp = cupy_module()
     prog = dace_cpufree.compile(doubled, backend="cuda")
     x, _, stream = _late_inputs(cp, prog, ["x"])
     with stream:
@@ -246,7 +241,7 @@ def test_inputs_still_written_on_a_non_blocking_current_stream():
 
 @pytest.mark.gpu
 def test_an_array_written_in_place_on_a_non_blocking_current_stream():
-    cp = _cupy()
+    cp = cupy_module()
     prog = dace_cpufree.compile(add_into, backend="cuda")
     x, y, stream = _late_inputs(cp, prog, ["x", "y"])
     with stream:
@@ -258,7 +253,7 @@ def test_an_array_written_in_place_on_a_non_blocking_current_stream():
 
 @pytest.mark.gpu
 def test_numpy_arguments_under_a_non_blocking_current_stream():
-    cp = _cupy()
+    cp = cupy_module()
     prog = dace_cpufree.compile(add_into, backend="cuda")
     x, y = np.full(_SIZE, 2.0), np.ones(_SIZE)
     with cp.cuda.Stream(non_blocking=True):
@@ -277,7 +272,7 @@ class _Foreign:
 
 @pytest.mark.gpu
 def test_a_foreign_array_is_waited_for_on_its_producers_stream():
-    cp = _cupy()
+    cp = cupy_module()
     prog = dace_cpufree.compile(add_into, backend="cuda")
     x, y, producer = _late_inputs(cp, prog, ["x", "y"])
     prog(x=_Foreign(x, producer), y=y)  # on the legacy default stream, not ordered behind the producer's
@@ -302,7 +297,7 @@ def _smoothed_reference(x: np.ndarray, steps: int) -> np.ndarray:
 
 @pytest.mark.gpu
 def test_a_call_returns_once_queued_and_calls_on_two_streams_take_turns():
-    cp = _cupy()
+    cp = cupy_module()
     prog = dace_cpufree.compile(smoothed, backend="cuda")
     assert any(a.kind == "workspace" for a in prog.source.args)  # what two kernels side by side would share
     steps = 20_000  # tens of milliseconds on a small grid (a small array), which leaves room for a second kernel

@@ -24,6 +24,7 @@ from pathlib import Path
 from dace_cpufree.errors import ArgumentError, CpufreeError, KernelHang, LaunchError
 from dace_cpufree.options import RACE_ORDERS, env
 
+from .nvshmem import declare_shmem_calls, symmetric_buffer
 from .program import PersistentProgram
 
 
@@ -45,11 +46,7 @@ class EmulatedSession:
     on every PE."""
 
     def __init__(self, lib, rank: int, size: int, uid: bytes):
-        lib.cpufree_shmem_malloc.restype = ctypes.c_void_p
-        lib.cpufree_shmem_malloc.argtypes = [ctypes.c_size_t]
-        lib.cpufree_shmem_free.argtypes = [ctypes.c_void_p]
-        lib.cpufree_shmem_copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-        lib.cpufree_shmem_init.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        declare_shmem_calls(lib)
         lib.cpufree_emu_name.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         if lib.cpufree_shmem_init(uid, rank, size, 0) != 0:
             raise LaunchError(f"emulated PE {rank} of {size} could not join the others.")
@@ -57,15 +54,9 @@ class EmulatedSession:
         self.buffers = {}  # argument name -> (pointer, nbytes)
 
     def buffer(self, lib, name: str, nbytes: int) -> int:
-        ptr, size = self.buffers.get(name, (None, 0))
-        if ptr is not None and size >= nbytes:
-            return ptr
-        if ptr is not None:
-            lib.cpufree_shmem_free(ctypes.c_void_p(ptr))
-        ptr = lib.cpufree_shmem_malloc(nbytes)
-        if not ptr:
+        ptr = symmetric_buffer(lib, self.buffers, name, nbytes)
+        if ptr is None:
             raise LaunchError(f"PE {self.rank}: the emulated symmetric heap refused {nbytes} bytes for '{name}'.")
-        self.buffers[name] = (ptr, nbytes)
         return ptr
 
     def copy(self, lib, dst: int, src: int, nbytes: int) -> None:

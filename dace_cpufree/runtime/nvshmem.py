@@ -27,6 +27,32 @@ from dace_cpufree.options import env
 from .build import gpu_count
 
 
+def declare_shmem_calls(lib) -> None:
+    """The ctypes signatures of a generated library's SHMEM entry points (``codegen/shmem_host.py``)."""
+    lib.cpufree_shmem_malloc.restype = ctypes.c_void_p
+    lib.cpufree_shmem_malloc.argtypes = [ctypes.c_size_t]
+    lib.cpufree_shmem_free.argtypes = [ctypes.c_void_p]
+    lib.cpufree_shmem_copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    lib.cpufree_shmem_init.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+
+
+def symmetric_buffer(lib, buffers: dict, key, nbytes: int) -> int | None:
+    """The symmetric buffer kept in ``buffers`` (``key -> (pointer, bytes)``) under ``key``, where it holds ``nbytes``;
+    else a new one of ``nbytes`` from ``lib``'s symmetric heap, kept there (the smaller one freed). ``None`` where the
+    heap refuses. Allocation is collective: every PE asks for the same keys with the same sizes in the same order
+    (SPMD), which a program called with the same local shapes on every PE does."""
+    ptr, size = buffers.get(key, (None, 0))
+    if ptr is not None and size >= nbytes:
+        return ptr
+    if ptr is not None:
+        lib.cpufree_shmem_free(ctypes.c_void_p(ptr))
+        del buffers[key]
+    ptr = lib.cpufree_shmem_malloc(nbytes)
+    if ptr:
+        buffers[key] = (ptr, nbytes)
+    return ptr or None
+
+
 def _broadcast(data: bytes, size: int) -> bytes:
     if size == 1:
         return data
@@ -68,11 +94,7 @@ class ShmemSession:
 
         ``direct_stores``: the kernel stores to its peers (``shmem_transport="p2p"``); every PE must be
         reachable by load/store from this one, checked here, before any launch could trap."""
-        lib.cpufree_shmem_malloc.restype = ctypes.c_void_p
-        lib.cpufree_shmem_malloc.argtypes = [ctypes.c_size_t]
-        lib.cpufree_shmem_free.argtypes = [ctypes.c_void_p]
-        lib.cpufree_shmem_copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-        lib.cpufree_shmem_init.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        declare_shmem_calls(lib)
         if self.uid is None:
             uid = ctypes.create_string_buffer(max(lib.cpufree_shmem_uniqueid_size(), 1))
             if self.rank == 0:
@@ -93,24 +115,14 @@ class ShmemSession:
             )
 
     def buffer(self, lib, name: str, nbytes: int) -> int:
-        """A symmetric buffer of ``nbytes`` for argument ``name`` of ``lib``, kept across calls.
-
-        Allocation is collective: every PE asks for the same arguments with the same sizes in the same
-        order (SPMD), which a program called with the same local shapes on every PE does.
-        """
-        key = (id(lib), name)
-        ptr, size = self.buffers.get(key, (None, 0))
-        if ptr is not None and size >= nbytes:
-            return ptr
-        if ptr is not None:
-            lib.cpufree_shmem_free(ctypes.c_void_p(ptr))
-        ptr = lib.cpufree_shmem_malloc(nbytes)
-        if not ptr:
+        """A symmetric buffer of ``nbytes`` for argument ``name`` of ``lib``, kept across calls (collective:
+        :func:`symmetric_buffer`)."""
+        ptr = symmetric_buffer(lib, self.buffers, (id(lib), name), nbytes)
+        if ptr is None:
             raise LaunchError(
                 f"nvshmem_malloc({nbytes}) failed for '{name}': the symmetric heap is too small. "
                 "Fix: raise NVSHMEM_SYMMETRIC_SIZE (e.g. NVSHMEM_SYMMETRIC_SIZE=4G)."
             )
-        self.buffers[key] = (ptr, nbytes)
         return ptr
 
     def copy(self, lib, dst: int, src: int, nbytes: int) -> None:

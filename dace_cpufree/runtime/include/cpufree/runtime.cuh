@@ -725,11 +725,7 @@ template <unsigned int Size> __device__ inline bool tile_fits(long long want) {
 // On AMD, which has no named barriers, tiles stay within a wavefront (WaveTile).
 template <unsigned int Size, typename F, typename... P> __device__ inline void with_tile(long long want, F &&f, P... p) {
 #if defined(__HIPCC__)
-    if constexpr (Size > CPUFREE_WARP) {
-        with_tile<Size / 2>(want, f, p...);
-    } else {
-        run_step(f, WaveTile<Size>{}, p...);
-    }
+    run_step(f, WaveTile<(unsigned int)within_wavefront(Size, CPUFREE_WARP)>{}, p...);
 #else
     if constexpr (Size > CPUFREE_WARP) {
         if (tile_fits<Size>(want)) {
@@ -745,15 +741,15 @@ template <unsigned int Size, typename F, typename... P> __device__ inline void w
 
 // The tile size with_tile<Size>(want, ...) takes in this block (the same in every thread of the block).
 template <unsigned int Size> __device__ inline long long tile_size(long long want) {
-    if constexpr (Size > CPUFREE_WARP) {
 #if defined(__HIPCC__)
-        return (long long)within_wavefront(Size, CPUFREE_WARP);
+    return (long long)within_wavefront(Size, CPUFREE_WARP);
 #else
+    if constexpr (Size > CPUFREE_WARP) {
         return tile_fits<Size>(want) ? (long long)Size : tile_size<Size / 2>(want);
-#endif
     } else {
         return Size;
     }
+#endif
 }
 
 // Reduction of one value per lane across a tile; every lane gets the result.

@@ -1,8 +1,9 @@
 """The compile tests' builds: each program's generated code for NVIDIA (nvcc) and for AMD (hipcc, for the targets
 of ``DACE_CPUFREE_HIP_ARCH``: conftest sets a CDNA and an RDNA one), each from the source generated for its dialect.
 
-A compile test takes ``backend`` from :data:`BACKENDS` and calls :func:`built`, so that every program whose CUDA
-output CI compiles has its HIP output compiled too."""
+A compile test is parametrised over :data:`BACKENDS` and builds its program for ``backend`` (with :func:`built`, or
+with ``kernel_source`` and ``build`` where it also reads the source), so that every program whose CUDA output CI
+compiles has its HIP output compiled too."""
 
 import pytest
 

@@ -333,12 +333,15 @@ class Checker {
         ++total_conflicts_;
         between_pes_ |= a.pe != b.pe;
         const std::string text = where_text(where);
-        const std::string key = text.substr(0, text.find(" element")) + "|" + kind + "|" + a.step + "|" + b.step;
-        if (!seen_.insert({key, true}).second || conflicts_.size() >= 20) return;
         const char *missing = a.pe != b.pe ? "signal that the second waited for, PE barrier or collective"
                               : a.block == b.block ? "block barrier or grid sync"
                               : part_seq_       ? "grid sync or block-part barrier of both blocks"
                                                 : "grid sync";
+        // One line per array, kind, pair of steps and missing synchronisation: a missing grid sync is listed even
+        // when the same steps also conflict within a block (whichever the interleaving met first).
+        const std::string key =
+            text.substr(0, text.find(" element")) + "|" + kind + "|" + a.step + "|" + b.step + "|" + missing;
+        if (!seen_.insert({key, true}).second || conflicts_.size() >= 20) return;
         conflicts_.push_back(std::string(kind) + " on " + text + ": " + (a.atomic ? "atomic " : "") + "access by " +
                              who(a) + " in step '" + a.step + "', then by " + who(b) + " in step '" + b.step +
                              "' with no " + missing + " between them");

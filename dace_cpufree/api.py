@@ -10,12 +10,14 @@ import dace
 from dace_cpufree.codegen import DIALECTS, KernelSource
 from dace_cpufree.codegen.channel import program_calls
 from dace_cpufree.codegen.program_source import program_source
+from dace_cpufree.decomposition import decomposition_of
 from dace_cpufree.errors import BuildError, CpufreeError, LaunchError
 from dace_cpufree.frontend.callbacks import callables
 from dace_cpufree.frontend.parse_errors import frontend_errors
 from dace_cpufree.frontend.source_forms import everyday_forms
 from dace_cpufree.options import CompileOptions
 from dace_cpufree.runtime import BACKENDS, PersistentProgram, build, gpu_count
+from dace_cpufree.runtime.distributed import DistributedProgram
 from dace_cpufree.runtime.emulated_pes import EmulatedPes
 from dace_cpufree.transformations import pipeline
 from dace_cpufree.vocabulary import communicates
@@ -112,8 +114,9 @@ def compile(  # noqa: A001 - the API's name
     concurrent_steps: bool | None = None,
     step_times: bool | None = None,
     pes: int | None = None,
+    distribute: dict[str, int] | None = None,
     load: bool = True,
-) -> PersistentProgram | EmulatedPes:
+) -> PersistentProgram | EmulatedPes | DistributedProgram:
     """Compiles a program into a callable that runs it as one persistent kernel.
 
     :param backend: ``"cuda"`` (NVIDIA GPUs), ``"hip"`` (AMD GPUs) or ``"emulate"``: the same CUDA
@@ -149,6 +152,11 @@ def compile(  # noqa: A001 - the API's name
                        default ``DACE_CPUFREE_STEP_TIMES``, else off.
     :param pes: ``backend="emulate"`` runs a program that communicates on this many PEs on the host: the result's
                 ``on_pes([kwargs_pe0, ...])`` runs them together, one dict of arguments per PE (``docs/multigpu.md``).
+    :param distribute: split an unmodified single-GPU program over the PEs: ``{array: axis}`` of the arrays to cut
+                       into blocks along that axis; halos, their exchanges and the reductions' ``Allreduce`` are
+                       derived from the program. The result is called with the global arrays like the program (with
+                       ``backend="emulate"``, ``pes`` PEs run on the host; on GPUs, one PE per ``mpirun`` process).
+                       See ``docs/multigpu.md``.
     :param load: ``False``: only build (see :func:`prebuild`).
 
     ``print(...)`` of scalars and calls of Python functions that DaCe turns into callbacks run on the host while
@@ -170,6 +178,7 @@ def compile(  # noqa: A001 - the API's name
         callback_timeout=callback_timeout,
         concurrent_steps=concurrent_steps,
         step_times=step_times,
+        distribute=distribute,
     )
     return _loaded(*_built(program_or_sdfg, backend, opts, pes), backend, opts, pes, load)
 
@@ -180,10 +189,15 @@ def _loaded(sdfg, functions, source, library, backend: str, opts: CompileOptions
     if not load:
         return library
     if pes is not None:
-        return EmulatedPes(sdfg, source, library, pes, callbacks=functions)
-    return PersistentProgram(
-        sdfg, source, library, backend, progress=opts.progress, timeout=opts.timeout, callbacks=functions
-    )
+        program = EmulatedPes(sdfg, source, library, pes, callbacks=functions)
+    else:
+        program = PersistentProgram(
+            sdfg, source, library, backend, progress=opts.progress, timeout=opts.timeout, callbacks=functions
+        )
+    decomposition = decomposition_of(sdfg)
+    if decomposition is None:
+        return program
+    return DistributedProgram(sdfg, decomposition, program, pes, list(sdfg.arg_names))
 
 
 def _check_backend(backend: str, load: bool) -> None:

@@ -40,12 +40,33 @@ def summary(source) -> str:
     return "\n".join(lines)
 
 
-def _inspect(args) -> int:
-    from dace_cpufree.api import kernel_source
+def _split_arg(text: str | None) -> dict[str, int] | None:
+    """``A:0,B:0`` as ``{"A": 0, "B": 0}``."""
+    if text is None:
+        return None
+    out = {}
+    for item in text.split(","):
+        name, _, axis = item.partition(":")
+        if not name or not axis.strip().isdigit():
+            raise CpufreeError(f"--distribute {text!r}: '{item}' is not NAME:AXIS. Fix: e.g. --distribute A:0,B:0.")
+        out[name.strip()] = int(axis)
+    return out
 
-    source = kernel_source(load_program(args.program), args.backend)
+
+def _inspect(args) -> int:
+    from dace_cpufree.api import persistent_sdfg
+    from dace_cpufree.codegen.program_source import program_source
+    from dace_cpufree.decomposition import decomposition_of
+    from dace_cpufree.options import CompileOptions
+
+    opts = CompileOptions.resolve(backend=args.backend, distribute=_split_arg(args.distribute))
+    sdfg = persistent_sdfg(load_program(args.program), options=opts)
+    source = program_source(sdfg, opts)
     print(source.code)
     print("/*\n" + summary(source) + "\n*/")
+    decomposition = decomposition_of(sdfg)
+    if decomposition is not None:
+        print("/* decomposition:\n" + decomposition.describe(args.pes) + "\n*/")
     return 0
 
 
@@ -61,6 +82,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("inspect", help="print the generated code of path/to/file.py:function")
     p.add_argument("program")
     p.add_argument("--backend", choices=["cuda", "hip"], default="cuda")
+    p.add_argument("--distribute", metavar="A:0,B:0", help="split these arrays along these axes over the PEs")
+    p.add_argument("--pes", type=int, default=4, help="the PE count the decomposition is shown for (default 4)")
     p.set_defaults(func=_inspect)
     d = sub.add_parser("demo", help="compile and (on a GPU) run the built-in Jacobi 2-D")
     d.add_argument("--size", type=int, default=150)

@@ -203,6 +203,8 @@ class CompileOptions:
                        :data:`DEBUG_WAITS_DEFAULT_S`); ``None``: plain grid syncs. Builds the channel.
     :ivar callback_timeout: seconds the kernel waits for the host to answer a host callback (``print``, a Python
                             function) before it stops.
+    :ivar distribute: split the program over the PEs: ``(array, axis)`` pairs (``compile(distribute={...})``; see
+                      :mod:`dace_cpufree.decomposition`); ``None``: the program as written.
     """
 
     backend: str = "cuda"
@@ -220,6 +222,7 @@ class CompileOptions:
     race_check: str | None = None
     debug_waits: float | None = None
     callback_timeout: float = 60.0
+    distribute: tuple[tuple[str, int], ...] | None = None
 
     def wants_channel(self, program_calls: bool) -> bool:
         """Whether the kernel is built with the channel, given whether the program calls progress/notify (or has
@@ -259,6 +262,13 @@ class CompileOptions:
         if waits is not None and (isinstance(waits, bool) or not isinstance(waits, (int, float)) or not waits > 0):
             raise CpufreeError(f"debug_waits={waits!r}. Fix: True, or a positive number of seconds (False: off).")
         given["debug_waits"] = None if waits is None else float(waits)
+        split = given.pop("distribute", None)
+        if split is not None:
+            if not isinstance(split, Mapping) or not split:
+                raise CpufreeError(
+                    f"distribute={split!r}. Fix: give a dict of array name -> axis to split, e.g. {{'A': 0, 'B': 0}}."
+                )
+            given["distribute"] = tuple(sorted((str(k), v) for k, v in split.items()))
         options = cls(**{**defaults, **given, "shmem_transport": transport, "race_check": race})
         if not options.callback_timeout > 0:
             raise CpufreeError(

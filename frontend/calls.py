@@ -98,28 +98,39 @@ def putmem(pv, sdfg: dace.SDFG, state: dace.SDFGState, dest, src, pe, flag=None,
         )
     pe_expr, pe_data = _value(sdfg, state, pe, call, "pe")
     sig_expr, sig_data = (None, None) if signal is None else _value(sdfg, state, signal, call, "signal")
+    flag_r = None
+    if flag is not None:
+        flag_r = resolve_region(pv, sdfg, flag, call, "flag")
+        check_flag(sdfg, flag_r, call)
+    add_put(sdfg, state, dest_r, src_r, (pe_expr, pe_data), flag_r, (sig_expr, sig_data), pv)
+    return []
+
+
+def add_put(sdfg, state, dest: Region, src: Region, pe, flag: Region | None, signal, pv=None) -> Putmem:
+    """A ``Putmem`` node of ``src`` into ``dest`` on PE ``pe``, signalling ``flag`` (``None``: no signal) with
+    ``signal``; ``pe`` and ``signal`` are ``(expression, container)`` pairs (one of them ``None``). ``pv``: the
+    frontend's visitor, for the program line (or any object with ``current_lineinfo``)."""
+    (pe_expr, pe_data), (sig_expr, sig_data) = pe, signal
     node = Putmem(
         "putmem",
-        pe=pe_expr or 0,
-        signal=sig_expr or 0,
+        pe=pe_expr if pe_data is None else 0,
+        signal=sig_expr if sig_data is None and sig_expr is not None else 0,
         signalled=flag is not None,
         pe_in=pe_data is not None,
         signal_in=sig_data is not None,
     )
     node.debuginfo = copy.deepcopy(getattr(pv, "current_lineinfo", None))  # later errors name this line
     state.add_node(node)
-    _read(state, src_r, node, "_src")
-    _write(state, dest_r, node, "_dest")
+    _read(state, src, node, "_src")
+    _write(state, dest, node, "_dest")
     if pe_data is not None:
         _read(state, Region(pe_data, dace.subsets.Range.from_array(sdfg.arrays[pe_data])), node, "_pe")
     if flag is not None:
-        flag_r = resolve_region(pv, sdfg, flag, call, "flag")
-        check_flag(sdfg, flag_r, call)
-        _write(state, flag_r, node, "_flag")
-        _link(sdfg, flag_r, dest_r)
+        _write(state, flag, node, "_flag")
+        _link(sdfg, flag, dest)
         if sig_data is not None:
             _read(state, Region(sig_data, dace.subsets.Range.from_array(sdfg.arrays[sig_data])), node, "_signal")
-    return []
+    return node
 
 
 @oprepo.replaces(f"{MODULE}.SignalWait")
@@ -127,16 +138,23 @@ def signal_wait(pv, sdfg: dace.SDFG, state: dace.SDFGState, flag, signal):
     call = call_site(pv, "SignalWait")
     flag_r = resolve_region(pv, sdfg, flag, call, "flag")
     check_flag(sdfg, flag_r, call)
-    sig_expr, sig_data = _value(sdfg, state, signal, call, "signal")
-    node = SignalWait("signal_wait", signal=sig_expr or 0, signal_in=sig_data is not None)
+    add_wait(sdfg, state, flag_r, _value(sdfg, state, signal, call, "signal"), pv)
+    return []
+
+
+def add_wait(sdfg, state, flag: Region, signal, pv=None) -> SignalWait:
+    """A ``SignalWait`` node for ``flag`` to reach ``signal`` (an ``(expression, container)`` pair), guarding the
+    regions of the puts that signal that flag (see :func:`add_put`)."""
+    sig_expr, sig_data = signal
+    node = SignalWait("signal_wait", signal=sig_expr if sig_data is None else 0, signal_in=sig_data is not None)
     node.debuginfo = copy.deepcopy(getattr(pv, "current_lineinfo", None))  # later errors name this line
     state.add_node(node)
-    _read(state, flag_r, node, "_flag")
-    _write(state, flag_r, node, "_flag_out")
-    _link(sdfg, flag_r, None, node, state)
+    _read(state, flag, node, "_flag")
+    _write(state, flag, node, "_flag_out")
+    _link(sdfg, flag, None, node, state)
     if sig_data is not None:
         _read(state, Region(sig_data, dace.subsets.Range.from_array(sdfg.arrays[sig_data])), node, "_signal")
-    return []
+    return node
 
 
 def _pending_start(sdfg: dace.SDFG, data: str):
@@ -203,4 +221,4 @@ def n_pes(pv, sdfg: dace.SDFG, state: dace.SDFGState):
     return pe_symbol(sdfg, N_PES_SYMBOL)
 
 
-__all__ = ["putmem", "signal_wait", "allreduce", "allreduce_wait", "my_pe", "n_pes"]
+__all__ = ["add_put", "add_wait", "putmem", "signal_wait", "allreduce", "allreduce_wait", "my_pe", "n_pes"]

@@ -28,6 +28,7 @@ SHARED = {
     "dace_cpufree.cpp",
     "dace_cpufree.channel_marks",
     "dace_cpufree.facts",
+    "dace_cpufree.decomposition",
 }
 
 #: what each layer may not import

@@ -22,6 +22,7 @@ from .block_scopes import mark_inlined_states, prepare_block_scopes
 from .communication import PrepareCommunication
 from .frontend_states import rehome_nested_call_states
 from .fuse_persistent import FusePersistentKernel
+from .halo_exchange import distribute
 from .numpy_types import check_mean_bindings, numpy_result_types
 from .rounded_sizes import round_library_sizes_as_integers
 from .schedule_threads import ScheduleThreads
@@ -57,6 +58,11 @@ def _specialize(sdfg: dace.SDFG, opts: CompileOptions) -> None:
             sdfg.remove_symbol(k)
 
 
+def _distribute(sdfg: dace.SDFG, opts: CompileOptions) -> None:
+    if opts.distribute:
+        distribute(sdfg, dict(opts.distribute))
+
+
 def _communication(sdfg: dace.SDFG, opts: CompileOptions) -> None:
     backend = "cuda" if opts.backend == "emulate" else opts.backend  # the emulation runs NVSHMEM's expansions
     PrepareCommunication(backend, opts.shmem_transport, opts.early_puts).apply_pass(sdfg, {})
@@ -84,6 +90,7 @@ PARSED: tuple[Stage, ...] = (
 PERSISTENT: tuple[Stage, ...] = (
     Stage("print and Python callbacks through the channel", "tasklets", lambda s, o: host_callbacks(s)),
     Stage("compiled-in size symbols", "symbols", _specialize),
+    Stage("split over the PEs, halo exchanges (distribute=)", "containers, maps, control flow", _distribute),
     Stage("@mapgridscope block functions inlined", "control flow, states", lambda s, o: prepare_block_scopes(s)),
     Stage("np.argmax/argmin as two reductions", "dataflow", lambda s, o: split_arg_reductions(s)),
     Stage("SHMEM calls placed and expanded", "dataflow, storage", _communication),

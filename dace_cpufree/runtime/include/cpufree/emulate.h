@@ -197,15 +197,18 @@ inline void call_checked(void (*k)(A...), void **args, std::index_sequence<I...>
 }
 // Every virtual thread is an OS thread; the checker lets one run at a time (racecheck.h). With several PEs, PE 0
 // starts the checker for the threads of all of them (numbered PE by PE), and every PE's launch waits for the others
-// before its threads start and after they end (so that the result read is the whole run's).
+// before its threads start and after they end (so that the result read is the whole run's). The PEs' launchers may
+// size their grids differently (each to its own work); the checker numbers every PE's threads alike, so all PEs run
+// the largest of them (a kernel is correct on any grid).
 template <typename... A> inline cudaError_t launch(void (*k)(A...), void **args, dim3 grid, dim3 block) {
     race::Checker &c = race::checker();
-    gridDim = grid;
     blockDim = block;
-    const int n = (int)(grid.x * block.x), first = pes.pe * n;
+    c.offer_blocks((int)grid.x);
     if (pes.meet && !pes.meet()) return cudaErrorPeStopped;
     if (pes.pe == 0) c.start((int)grid.x, (int)block.x, c.order(), c.seed(), pes.count);
     if (pes.meet && !pes.meet()) return cudaErrorPeStopped;
+    gridDim = dim3((unsigned)c.blocks());
+    const int n = (int)(gridDim.x * block.x), first = pes.pe * n;
     std::vector<std::thread> pool;
     for (int id = first; id < first + n; ++id)
         pool.emplace_back([&, id] {

@@ -11,6 +11,23 @@
 #endif
 #endif
 
+#include <type_traits>
+
+// sympy's Max and Min as DaCe prints them in expressions: a distributed program's owned ranges, e.g.
+// Max(1, pe * local - 1). Both arguments are converted to their common type first.
+template <typename A, typename B> CPUFREE_HD constexpr std::common_type_t<A, B> Max(A a, B b) {
+    return a < b ? std::common_type_t<A, B>(b) : std::common_type_t<A, B>(a);
+}
+template <typename A, typename B> CPUFREE_HD constexpr std::common_type_t<A, B> Min(A a, B b) {
+    return b < a ? std::common_type_t<A, B>(b) : std::common_type_t<A, B>(a);
+}
+template <typename A, typename B, typename C, typename... R> CPUFREE_HD constexpr auto Max(A a, B b, C c, R... r) {
+    return Max(Max(a, b), c, r...);
+}
+template <typename A, typename B, typename C, typename... R> CPUFREE_HD constexpr auto Min(A a, B b, C c, R... r) {
+    return Min(Min(a, b), c, r...);
+}
+
 namespace cpufree {
 
 // Whether the rows of a row-major matrix X (leading dimension ld, cols columns) take 16-byte vector accesses: they

@@ -23,6 +23,7 @@
 // that the checker could see. A barrier or a wait that can never complete (some threads wait at it while the
 // others have ended or wait elsewhere) is reported as a hang.
 #pragma once
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -86,6 +87,11 @@ class Checker {
     // ---- set-up and results (the launcher's thread, no virtual thread running) ----
     // `pes` kernels of `blocks` blocks of `threads` threads each run under this launch.
     void start(int blocks, int threads, int order, unsigned seed, int pes = 1) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            blocks = std::max(blocks, offered_);
+            offered_ = 0;
+        }
         blocks_ = blocks;
         threads_ = threads;
         pes_ = pes;
@@ -114,6 +120,12 @@ class Checker {
         hang_.clear();
         stuck_.clear();
     }
+    // A PE's launcher's grid, before the checker starts: start() runs the largest one offered (on every PE).
+    void offer_blocks(int blocks) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        offered_ = std::max(offered_, blocks);
+    }
+    int blocks() const { return blocks_; }
     void set_order(int order, unsigned seed) {
         next_order_ = order;
         next_seed_ = seed;
@@ -422,6 +434,7 @@ class Checker {
         if (abandoned_) throw Abandoned{};
     }
 
+    int offered_ = 0;  // the largest grid offered for the next start
     int blocks_ = 1, threads_ = 1, pes_ = 1, per_pe_ = 1, order_ = Forward, next_order_ = CPUFREE_RACE_ORDER;
     unsigned next_seed_ = 1;
     std::mt19937 rng_;

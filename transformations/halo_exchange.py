@@ -1,0 +1,217 @@
+"""The distribution stage: the split (:mod:`.distribute`), then the halo exchanges, as the hand-written SHMEM calls
+of ``docs/multigpu.md`` would place them.
+
+After every state that writes a split array with halos, an exchange state puts the array's owned edge elements into
+both neighbours' halos (``Putmem`` with a signal: the lowest ``upper`` owned elements to the PE below, the highest
+``lower`` ones to the PE above; the PEs form a ring, the halos that the first and last PE receive from across the
+ring are never read) and waits for both of its own halos (``SignalWait``). A state that writes such an array and
+reads it in the same dataflow is split first, so the reads come after the exchange. The signal is a counter of the
+exchanges so far (the same on every PE: all run the same control flow), the flags an argument that the host zeroes
+for each call. Which waits the reads then need, how the puts overlap the interior work and where grid syncs go is
+decided by the same analyses as for hand-written calls (:mod:`.communication`, :mod:`.early_puts`).
+
+Reductions of split arrays into data that is not split (``WCR`` maps: ``np.sum``, ``np.dot``, norms after DaCe's
+expansion) reduce the owned part on each PE; an ``Allreduce`` after the state combines the PEs' parts.
+"""
+
+from __future__ import annotations
+
+import dace
+import sympy
+from dace import nodes, symbolic
+from dace.sdfg.graph import SubgraphView
+from dace.transformation.helpers import state_fission
+from dace_cpufree.frontend.allreduce import Allreduce
+from dace_cpufree.frontend.arguments import Region
+from dace_cpufree.frontend.calls import add_put, add_wait
+from dace_cpufree.frontend.pe import N_PES_SYMBOL, PE_SYMBOL
+
+from dace_cpufree.decomposition import (
+    FLAGS_ARRAY,
+    LOCAL_SYMBOL,
+    Decomposition,
+    Exchange,
+    Reduction,
+    set_decomposition,
+)
+from dace_cpufree.errors import CpufreeError, NotPersistableError
+
+from .distribute import align_arrays, halo_widths, line_of, partial_reductions, split_arrays
+
+#: the counter of halo exchanges, the value each exchange signals
+COUNTER = "__cpufree_halo_count"
+
+_WCR_OPS = {dace.dtypes.ReductionType.Sum: "sum", dace.dtypes.ReductionType.Max: "max",
+            dace.dtypes.ReductionType.Min: "min", dace.dtypes.ReductionType.Product: "prod"}
+
+
+def distribute(sdfg: dace.SDFG, named: dict[str, int]) -> Decomposition:
+    """Splits ``sdfg`` (in place) as ``named`` says and places its halo exchanges and reductions."""
+    _check_named(sdfg, named)
+    extents = {sdfg.arrays[n].shape[a] for n, a in named.items()}
+    if len(extents) != 1:
+        raise CpufreeError(
+            f"distribute={dict(named)}: the split axes have different lengths ({', '.join(map(str, extents))}). "
+            "Fix: split arrays whose split axes have one length (the grid's), e.g. all along their first axis."
+        )
+    extent = extents.pop()
+    align, scopes = align_arrays(sdfg, named)
+    widths = halo_widths(sdfg, align, scopes)
+    library = partial_reductions(sdfg, align)
+    splits = split_arrays(sdfg, align, scopes, widths, named, extent)
+    reductions = _reductions(sdfg, align, scopes) + _library_reductions(sdfg, library)
+    exchanges = _exchanges(sdfg, {s.array: s for s in splits if s.halo})
+    decomposition = Decomposition(str(extent), splits, exchanges, reductions)
+    set_decomposition(sdfg, decomposition)
+    return decomposition
+
+
+def _check_named(sdfg: dace.SDFG, named: dict[str, int]) -> None:
+    args = [n for n in sdfg.arg_names if isinstance(sdfg.arrays.get(n), dace.data.Array)]
+    for name, axis in named.items():
+        desc = sdfg.arrays.get(name)
+        if desc is None or desc.transient or not isinstance(desc, dace.data.Array):
+            raise CpufreeError(
+                f"distribute names '{name}', which is no array argument of '{sdfg.name}'. "
+                f"Fix: name some of {', '.join(args)}."
+            )
+        if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < len(desc.shape):
+            raise CpufreeError(
+                f"distribute={{'{name}': {axis!r}}}: '{name}' has {len(desc.shape)} axes. "
+                f"Fix: give an axis from 0 to {len(desc.shape) - 1}."
+            )
+
+
+def _reductions(sdfg: dace.SDFG, align: dict, scopes) -> tuple[Reduction, ...]:
+    """Aligned maps that reduce (WCR) into data that is not split: an Allreduce after their state."""
+    found = []
+    for sc in scopes:
+        for e in sc.state.out_edges(sc.state.exit_node(sc.entry)):
+            m = e.data
+            if m.data is None or m.data in align:
+                continue
+            if m.wcr is None:
+                raise NotPersistableError(
+                    f"cannot distribute: the map at {line_of(sc.entry)} writes '{m.data}', which is not split, from "
+                    "split data without a reduction. Fix: add it to distribute, or reduce into it (np.sum, +=)."
+                )
+            op = _WCR_OPS.get(dace.frontend.operations.detect_reduction_type(m.wcr))
+            if op is None:
+                raise NotPersistableError(
+                    f"cannot distribute: the reduction into '{m.data}' at {line_of(sc.entry)} is not a sum, product, "
+                    "max or min. Fix: write it as one of those."
+                )
+            source = next(a.data for a, w, _ in sc.accesses if a.data in align)
+            _allreduce_after(sdfg, sc.state, m.data, op)
+            found.append(Reduction(source, op, line_of(sc.entry)))
+    return tuple(found)
+
+
+def _library_reductions(sdfg: dace.SDFG, found: list) -> tuple[Reduction, ...]:
+    """An ``Allreduce`` of each library reduction's result, between it and the first read of that result."""
+    out = []
+    for _, node, op, inputs in found:
+        state = next(s for s in sdfg.states() if node in s.nodes())  # earlier splits may have moved it
+        (edge,) = state.out_edges(node)
+        result = edge.dst
+        if state.out_degree(result) > 0:
+            state = state_fission(SubgraphView(state, [result]), allow_isolated_nodes=False)
+        _allreduce_after(sdfg, state, result.data, op)
+        out.append(Reduction(inputs[0], op, line_of(node) if node.debuginfo else _state_line(state)))
+    return tuple(out)
+
+
+def _allreduce_after(sdfg: dace.SDFG, state: dace.SDFGState, data: str, op: str) -> None:
+    after = state.parent_graph.add_state_after(state, f"allreduce_{data}")
+    node = Allreduce(f"allreduce_{data}", op=op, phase="all")
+    after.add_node(node)
+    whole = sdfg.arrays[data]
+    after.add_edge(after.add_read(data), None, node, "_in", dace.Memlet.from_array(data, whole))
+    after.add_edge(node, "_out", after.add_write(data), None, dace.Memlet.from_array(data, whole))
+
+
+def _split_read_after_write(sdfg: dace.SDFG, halo: dict) -> None:
+    """States that write an array with halos and read it afterwards in the same dataflow: the writing part moved
+    into a state of its own before, so an exchange can go between them."""
+    changed = True
+    while changed:
+        changed = False
+        for state in list(sdfg.states()):
+            for node in state.data_nodes():
+                if node.data in halo and state.in_degree(node) > 0 and state.out_degree(node) > 0:
+                    state_fission(SubgraphView(state, [node]), allow_isolated_nodes=False)
+                    changed = True
+                    break
+            if changed:
+                break
+
+
+def _exchanges(sdfg: dace.SDFG, halo: dict) -> tuple[Exchange, ...]:
+    if not halo:
+        return ()
+    _split_read_after_write(sdfg, halo)
+    sites = []
+    for state in list(sdfg.states()):
+        written = sorted({n.data for n in state.data_nodes() if n.data in halo and state.in_degree(n) > 0})
+        if written:
+            sites.append((state, written))
+    if not sites:
+        return ()
+    count = sum(len(w) for _, w in sites)
+    sdfg.add_array(FLAGS_ARRAY, (2 * count,), dace.uint64)
+    sdfg.arg_names = list(sdfg.arg_names) + [FLAGS_ARRAY]
+    sdfg.add_symbol(COUNTER, dace.int64)
+    sdfg.add_state_before(sdfg.start_block, "halo_count", is_start_block=True, assignments={COUNTER: "0"})
+    local = symbolic.symbol(LOCAL_SYMBOL, dace.int64)
+    pe, npes = symbolic.symbol(PE_SYMBOL, dace.int32), symbolic.symbol(N_PES_SYMBOL, dace.int32)
+    counter = symbolic.symbol(COUNTER, dace.int64)
+    out, k = [], 0
+    for state, written in sites:
+        line = _state_line(state)
+        ex = state.parent_graph.add_state_after(state, f"halo_{'_'.join(written)}",
+                                                assignments={COUNTER: f"{COUNTER} + 1"})
+        for name in written:
+            split = halo[name]
+            _exchange(sdfg, ex, split, (2 * k, 2 * k + 1), local, pe, npes, counter)
+            out.append(Exchange(name, state.label, line, (2 * k, 2 * k + 1)))
+            k += 1
+    return tuple(out)
+
+
+def _state_line(state: dace.SDFGState) -> str:
+    for n in state.nodes():
+        if isinstance(n, (nodes.MapEntry, nodes.Tasklet)) and getattr(n, "debuginfo", None):
+            return line_of(n)
+    return "an unknown line"
+
+
+class _Line:
+    """The program line of the writing step, for the exchange's nodes (their errors name it)."""
+
+    def __init__(self, info):
+        self.current_lineinfo = info
+
+
+def _exchange(sdfg, state, split, flags, local, pe, npes, counter) -> None:
+    desc = sdfg.arrays[split.array]
+    axis, lower, upper = split.axis, split.lower, split.upper
+
+    def region(first, length):
+        subset = dace.subsets.Range.from_array(desc)
+        subset[axis] = (first, first + length - 1, 1)
+        return Region(split.array, subset)
+
+    def flag(k):
+        return Region(FLAGS_ARRAY, dace.subsets.Range([(k, k, 1)]))
+
+    signal = (counter, None)
+    up, down = sympy.Mod(pe + 1, npes), sympy.Mod(pe + npes - 1, npes)
+    waits = []
+    if lower:  # my highest owned elements into the lower halo of the PE above
+        add_put(sdfg, state, region(0, lower), region(local, lower), (up, None), flag(flags[0]), signal)
+        waits.append(flags[0])
+    if upper:  # my lowest owned elements into the upper halo of the PE below
+        add_put(sdfg, state, region(lower + local, upper), region(lower, upper), (down, None), flag(flags[1]), signal)
+        waits.append(flags[1])
+    for k in waits:
+        add_wait(sdfg, state, flag(k), signal)

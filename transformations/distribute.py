@@ -232,18 +232,23 @@ def align_arrays(sdfg: dace.SDFG, named: dict[str, int]) -> tuple[dict, list[_Sc
     return align, [sc for sc in scopes if sc.align is not None]
 
 
-def halo_widths(sdfg: dace.SDFG, align: dict, scopes: list[_Scope]) -> dict[str, tuple[int, int]]:
-    """``{array: (lower, upper)}``: how far below and above the owned block the aligned maps and copies read."""
+def halo_widths(sdfg: dace.SDFG, align: dict, scopes: list[_Scope]) -> tuple[dict[str, tuple[int, int]], set]:
+    """``({array: (lower, upper)}, {(map entry, array)})``: how far below and above the owned block the aligned maps
+    read, and which maps read beyond it (their halo)."""
     widths = {name: (0, 0) for name in align}
+    beyond = set()
     for sc in scopes:
         p, c = sc.align
         for memlet, written, _ in sc.accesses:
             if memlet.data in align and not written:
                 axis, off = align[memlet.data]
                 _, first, last = _index(memlet, axis, sc.params, memlet.data, sc.entry)
+                below, above = c - (first + off), last + off - c
                 lo, hi = widths[memlet.data]
-                widths[memlet.data] = (max(lo, c - (first + off)), max(hi, last + off - c))
-    return widths
+                widths[memlet.data] = (max(lo, below), max(hi, above))
+                if below > 0 or above > 0:
+                    beyond.add((sc.entry, memlet.data))
+    return widths, beyond
 
 
 def split_arrays(

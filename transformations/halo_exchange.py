@@ -56,11 +56,11 @@ def distribute(sdfg: dace.SDFG, named: dict[str, int]) -> Decomposition:
         )
     extent = extents.pop()
     align, scopes = align_arrays(sdfg, named)
-    widths = halo_widths(sdfg, align, scopes)
+    widths, halo_reads = halo_widths(sdfg, align, scopes)
     library = partial_reductions(sdfg, align)
     splits = split_arrays(sdfg, align, scopes, widths, named, extent)
     reductions = _reductions(sdfg, align, scopes) + _library_reductions(sdfg, library)
-    exchanges = _exchanges(sdfg, {s.array: s for s in splits if s.halo})
+    exchanges = _exchanges(sdfg, {s.array: s for s in splits if s.halo}, halo_reads)
     decomposition = Decomposition(str(extent), splits, exchanges, reductions)
     set_decomposition(sdfg, decomposition)
     return decomposition
@@ -146,13 +146,40 @@ def _split_read_after_write(sdfg: dace.SDFG, halo: dict) -> None:
                 break
 
 
-def _exchanges(sdfg: dace.SDFG, halo: dict) -> tuple[Exchange, ...]:
+def _overwritten_first(state: dace.SDFGState, name: str, halo_reads: set) -> bool:
+    """Whether the states after ``state`` (a straight chain of states in its region) write ``name`` again before
+    anything could read its halo: then an exchange after ``state`` would only be overwritten by the next one."""
+    region, current = state.parent_graph, state
+    while True:
+        following = region.successors(current)
+        if len(following) != 1 or not isinstance(following[0], dace.SDFGState) or following[0] is state:
+            return False
+        current = following[0]
+        reads = any(
+            current.out_degree(n) > 0
+            and any(not isinstance(e.dst, nodes.MapEntry) or (e.dst, name) in halo_reads for e in current.out_edges(n))
+            for n in current.data_nodes()
+            if n.data == name
+        )
+        if reads:
+            return False
+        if any(n.data == name and current.in_degree(n) > 0 for n in current.data_nodes()):
+            return True
+
+
+def _exchanges(sdfg: dace.SDFG, halo: dict, halo_reads: set) -> tuple[Exchange, ...]:
     if not halo:
         return ()
     _split_read_after_write(sdfg, halo)
     sites = []
     for state in list(sdfg.states()):
-        written = sorted({n.data for n in state.data_nodes() if n.data in halo and state.in_degree(n) > 0})
+        written = sorted(
+            {
+                n.data
+                for n in state.data_nodes()
+                if n.data in halo and state.in_degree(n) > 0 and not _overwritten_first(state, n.data, halo_reads)
+            }
+        )
         if written:
             sites.append((state, written))
     if not sites:

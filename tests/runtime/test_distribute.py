@@ -36,6 +36,12 @@ def _options(split):
     return CompileOptions.resolve(backend="emulate", distribute=split)
 
 
+def test_an_exchange_follows_the_last_write_before_a_halo_read():
+    """upwind writes u twice per step (its first row, then the rest) before v reads u's halo: one exchange of u."""
+    sdfg = dace_cpufree.persistent_sdfg(dp.upwind, options=_options({"u": 0, "v": 0}))
+    assert sorted(e.array for e in decomposition_of(sdfg).exchanges) == ["u", "v"]
+
+
 def test_halo_widths_follow_the_stencils_offsets():
     assert _halos(dp.jacobi_1d, {"A": 0, "B": 0}) == {"A": (1, 1), "B": (1, 1)}
     assert _halos(dp.fourth_order, {"A": 0, "B": 0}) == {"A": (2, 2), "B": (2, 2)}

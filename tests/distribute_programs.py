@@ -60,8 +60,12 @@ def cg(x: dace.float64[N], b: dace.float64[N], r: dace.float64[N], p: dace.float
 
 
 @dace.program
-def largest(A: dace.float64[N], out: dace.float64[1]):
+def norms(A: dace.float64[N], out: dace.float64[3]):
+    """Reductions of a split array and of a shifted difference of it (which reads a halo that nothing exchanges: the
+    call's scatter fills it)."""
     out[0] = np.max(np.abs(A))
+    out[1] = np.linalg.norm(A)
+    out[2] = np.min(A[1:] - A[:-1])
 
 
 @dace.program

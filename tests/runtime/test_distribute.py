@@ -87,7 +87,7 @@ def test_one_sided_stencils_keep_the_edges_the_first_pe_sets():
 
 
 def test_reductions_over_split_arrays_become_allreduce():
-    """A conjugate gradient in plain NumPy (np.sum, np.dot, the norm at the end) and a max-norm."""
+    """A conjugate gradient in plain NumPy (np.sum, np.dot, the norm at the end), np.max, np.linalg.norm, np.min."""
     n = 30
     b = _random(n)
     b[0] = b[-1] = 0.0
@@ -95,7 +95,8 @@ def test_reductions_over_split_arrays_become_allreduce():
     run = _check(dp.cg, {k: 0 for k in "xbrpq"}, arrays, {"iters": 5}, (2, 3))
     ops = sorted(r.op for r in run.decomposition.reductions)
     assert ops == ["sum", "sum", "sum"], ops
-    _check(dp.largest, {"A": 0}, {"A": _random(23) - 0.5, "out": np.zeros(1)}, {}, (3,))
+    run = _check(dp.norms, {"A": 0}, {"A": _random(23) - 0.5, "out": np.zeros(3)}, {}, (3,))
+    assert sorted(r.op for r in run.decomposition.reductions) == ["max", "min", "sum"]
 
 
 def test_a_missing_halo_wait_is_reported_as_a_race():
@@ -123,10 +124,10 @@ def test_too_many_pes_for_the_domain_is_refused():
 @pytest.mark.parametrize(
     "program, split, words",
     [
-        (dp.reversed_index, {"A": 0, "B": 0}, ("'A'", "'N - i - 1'", "distribute_programs.py:69", "Fix:")),
-        (dp.indirect_index, {"A": 0, "B": 0}, ("'A'", "data-dependent", "distribute_programs.py:75", "Fix:")),
-        (dp.product, {"A": 0, "y": 0}, ("'A'", "MatMul", "distribute_programs.py:81", "product over the split axis")),
-        (dp.unsplit_output, {"A": 0}, ("'B'", "not split itself", "distribute_programs.py:86", "add 'B'")),
+        (dp.reversed_index, {"A": 0, "B": 0}, ("'A'", "'N - i - 1'", "distribute_programs.py:73", "Fix:")),
+        (dp.indirect_index, {"A": 0, "B": 0}, ("'A'", "data-dependent", "distribute_programs.py:79", "Fix:")),
+        (dp.product, {"A": 0, "y": 0}, ("'A'", "MatMul", "distribute_programs.py:85", "product over the split axis")),
+        (dp.unsplit_output, {"A": 0}, ("'B'", "not split itself", "distribute_programs.py:90", "add 'B'")),
     ],
 )
 def test_programs_that_cannot_be_split_are_refused(program, split, words):

@@ -194,22 +194,28 @@ def _exchanges(sdfg: dace.SDFG, halo: dict, halo_reads: set) -> tuple[Exchange, 
     counter = symbolic.symbol(COUNTER, dace.int64)
     out, k = [], 0
     for state, written in sites:
-        line = _state_line(state)
-        ex = state.parent_graph.add_state_after(state, f"halo_{'_'.join(written)}",
-                                                assignments={COUNTER: f"{COUNTER} + 1"})
+        label = "_".join(written)
+        puts = state.parent_graph.add_state_after(state, f"halo_{label}", assignments={COUNTER: f"{COUNTER} + 1"})
+        waits = puts.parent_graph.add_state_after(puts, f"halo_{label}_wait")
+        line = _Line(_state_info(state))
         for name in written:
-            split = halo[name]
-            _exchange(sdfg, ex, split, (2 * k, 2 * k + 1), local, pe, npes, counter)
-            out.append(Exchange(name, state.label, line, (2 * k, 2 * k + 1)))
+            _exchange(sdfg, (puts, waits), halo[name], (2 * k, 2 * k + 1), local, pe, npes, counter, line)
+            out.append(Exchange(name, state.label, _state_line(state), (2 * k, 2 * k + 1)))
             k += 1
     return tuple(out)
 
 
-def _state_line(state: dace.SDFGState) -> str:
+def _state_info(state: dace.SDFGState):
     for n in state.nodes():
         if isinstance(n, (nodes.MapEntry, nodes.Tasklet)) and getattr(n, "debuginfo", None):
-            return line_of(n)
-    return "an unknown line"
+            if n.debuginfo.filename:
+                return n.debuginfo
+    return None
+
+
+def _state_line(state: dace.SDFGState) -> str:
+    info = _state_info(state)
+    return f"{info.filename}:{info.start_line}" if info is not None else "an unknown line"
 
 
 class _Line:
@@ -219,7 +225,9 @@ class _Line:
         self.current_lineinfo = info
 
 
-def _exchange(sdfg, state, split, flags, local, pe, npes, counter) -> None:
+def _exchange(sdfg, states, split, flags, local, pe, npes, counter, line) -> None:
+    """The puts of ``split``'s edges into the first of ``states``, the waits for its halos into the second."""
+    state, wait_state = states
     desc = sdfg.arrays[split.array]
     axis, lower, upper = split.axis, split.lower, split.upper
 
@@ -235,10 +243,11 @@ def _exchange(sdfg, state, split, flags, local, pe, npes, counter) -> None:
     up, down = sympy.Mod(pe + 1, npes), sympy.Mod(pe + npes - 1, npes)
     waits = []
     if lower:  # my highest owned elements into the lower halo of the PE above
-        add_put(sdfg, state, region(0, lower), region(local, lower), (up, None), flag(flags[0]), signal)
+        add_put(sdfg, state, region(0, lower), region(local, lower), (up, None), flag(flags[0]), signal, line)
         waits.append(flags[0])
     if upper:  # my lowest owned elements into the upper halo of the PE below
-        add_put(sdfg, state, region(lower + local, upper), region(lower, upper), (down, None), flag(flags[1]), signal)
+        dest, src = region(lower + local, upper), region(lower, upper)
+        add_put(sdfg, state, dest, src, (down, None), flag(flags[1]), signal, line)
         waits.append(flags[1])
     for k in waits:
-        add_wait(sdfg, state, flag(k), signal)
+        add_wait(sdfg, wait_state, flag(k), signal, line)

@@ -224,6 +224,10 @@ def build(
             return output
         source.write_text(code)
         cmd = compile_command(backend, source, output, shmem, flags)
+        if backend == "emulate":
+            precompiled = precompiled_runtime(cmd, source, output, headers)
+            if precompiled is not None:  # searched before the headers themselves
+                cmd.insert(cmd.index(f"-I{INCLUDE_DIR}"), f"-I{precompiled}")
         partial = output.with_name(output.name + ".part")
         cmd[cmd.index(str(output))] = str(partial)
         environ = hipcc_environment() if backend == "hip" else None
@@ -232,6 +236,32 @@ def build(
             raise compiler_failure(cmd, name, source, proc.stderr, steps)
         os.replace(partial, output)
     return output
+
+
+def precompiled_runtime(cmd: list[str], source: Path, output: Path, headers: str) -> Path | None:
+    """A folder whose ``cpufree/runtime.cuh.gch`` is the runtime header (the first line of every generated program)
+    precompiled by the host compiler with exactly the flags of the emulation build ``cmd``: parsing it is about half
+    of each build. Made once per flag set and header text in the build cache; ``None`` where the compiler cannot
+    (then the build parses the header). g++ checks a precompiled header against the build's flags and macros and
+    parses the header itself where it does not match, so a stale or foreign one never changes a build."""
+    flags = [a for a in cmd[1:] if a not in (str(source), str(output), "-o", "-shared", "-x", "c++")]
+    key = hashlib.sha256("\0".join([cmd[0], headers, *flags]).encode()).hexdigest()[:20]
+    folder = cache_dir() / f"precompiled-{key}"
+    target = folder / "cpufree" / "runtime.cuh.gch"
+    failed = folder / "failed"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(folder / ".lock"):
+        if not target.exists() and not failed.exists():
+            partial = target.with_name(target.name + ".part")
+            header = str(INCLUDE_DIR / "cpufree" / "runtime.cuh")
+            proc = subprocess.run(
+                [cmd[0], *flags, "-x", "c++-header", header, "-o", str(partial)], capture_output=True, text=True
+            )
+            if proc.returncode == 0:
+                os.replace(partial, target)
+            else:
+                failed.write_text(proc.stderr[-2000:])
+    return folder if target.exists() else None
 
 
 _ERROR_LINE = re.compile(r"^(?P<file>[^:(\s][^:(]*?)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::\d+)?):\s*(?:fatal )?error\b")

@@ -69,6 +69,11 @@ def norms(A: dace.float64[N], out: dace.float64[3]):
 
 
 @dace.program
+def total(A: dace.float64[N]):
+    return np.sum(A[1:] * A[:-1])
+
+
+@dace.program
 def reversed_index(A: dace.float64[N], B: dace.float64[N]):
     for i in dace.map[0:N]:
         B[i] = A[N - 1 - i]

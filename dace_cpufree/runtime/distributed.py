@@ -4,7 +4,7 @@ the global arrays, leaving the global result in them (see :mod:`dace_cpufree.dec
 A call gives every PE its owned block of each split array with the halos around it (copied from the global array;
 outside the global array, zeros that the program never reads), a copy of every other array and the scalars, zeroed
 exchange flags and the sizes; it runs the PEs and copies each owned block back into the global array. Arrays that are
-not split are computed alike on every PE (replicated); PE 0's copy is returned.
+not split are computed alike on every PE (replicated); PE 0's copy is returned, and so is its return value.
 
 - Emulated PEs (``backend="emulate", pes=P``): all PEs run in this process (:class:`~.emulated_pes.EmulatedPes`).
 - GPUs: one PE per process of an ``mpirun`` job; every rank calls with the same global arrays and, after the call,
@@ -64,18 +64,19 @@ class DistributedProgram:
         named = {s.array: s for s in self.decomposition.splits if s.named}
         if self._emulated:
             calls = [self._pe_call(given, symbols, named, local, extent, p) for p in range(self.pes)]
-            self._inner.on_pes(calls)
+            returned = self._inner.on_pes(calls)[0]
             results = calls
         else:
             rank = placement().rank
             call = self._pe_call(given, symbols, named, local, extent, rank)
-            self._inner(**call)
+            returned = self._inner(**call)
             results = self._gathered(call, named, local, extent, rank)
         for name, value in given.items():
             if name in named:
                 self._collect(value, [r[name] for r in results], named[name], local, extent)
             elif hasattr(value, "shape") and getattr(value, "ndim", 0) > 0:
                 value[...] = _module(value).asarray(results[0][name])
+        return returned
 
     def _symbols(self, given: dict) -> dict[str, int]:
         """The program's size symbols from the global arrays' shapes (and those given by name)."""

@@ -10,6 +10,7 @@ programs that cannot be split are refused naming the array, the access, its line
 are in tests/benchmarks/test_distribute_npbench.py.
 """
 
+import inspect
 import re
 
 import distribute_programs as dp
@@ -97,6 +98,9 @@ def test_reductions_over_split_arrays_become_allreduce():
     assert ops == ["sum", "sum", "sum"], ops
     run = _check(dp.norms, {"A": 0}, {"A": _random(23) - 0.5, "out": np.zeros(3)}, {}, (3,))
     assert sorted(r.op for r in run.decomposition.reductions) == ["max", "min", "sum"]
+    a = _random(17)
+    run = dace_cpufree.compile(dp.total, backend="emulate", pes=3, distribute={"A": 0}, race_check="shuffle")
+    np.testing.assert_allclose(run(a), np.sum(a[1:] * a[:-1]), rtol=1e-12)  # the program's return value
 
 
 def test_a_missing_halo_wait_is_reported_as_a_race():
@@ -121,19 +125,26 @@ def test_too_many_pes_for_the_domain_is_refused():
         run(np.zeros(13), np.zeros(13), T=1)  # 4 + 4 + 4 + 1: the last PE owns less than the halo of 2
 
 
+def _line(program, text: str) -> str:
+    """``distribute_programs.py:N`` of the first line of ``program`` that holds ``text``."""
+    lines, first = inspect.getsourcelines(program.f)
+    return f"distribute_programs.py:{first + next(k for k, line in enumerate(lines) if text in line)}"
+
+
 @pytest.mark.parametrize(
-    "program, split, words",
+    "program, split, words, line",
     [
-        (dp.reversed_index, {"A": 0, "B": 0}, ("'A'", "'N - i - 1'", "distribute_programs.py:73", "Fix:")),
-        (dp.indirect_index, {"A": 0, "B": 0}, ("'A'", "data-dependent", "distribute_programs.py:79", "Fix:")),
-        (dp.product, {"A": 0, "y": 0}, ("'A'", "MatMul", "distribute_programs.py:85", "product over the split axis")),
-        (dp.unsplit_output, {"A": 0}, ("'B'", "not split itself", "distribute_programs.py:90", "add 'B'")),
+        (dp.reversed_index, {"A": 0, "B": 0}, ("'A'", "'N - i - 1'", "Fix:"), "dace.map"),
+        (dp.indirect_index, {"A": 0, "B": 0}, ("'A'", "data-dependent", "Fix:"), "dace.map"),
+        (dp.product, {"A": 0, "y": 0}, ("'A'", "MatMul", "product over the split axis"), "A @ x"),
+        (dp.unsplit_output, {"A": 0}, ("'B'", "not split itself", "add 'B'"), "B[1:-1]"),
     ],
 )
-def test_programs_that_cannot_be_split_are_refused(program, split, words):
+def test_programs_that_cannot_be_split_are_refused(program, split, words, line):
+    """The error names the array, what is wrong, the fix, and the program line (of the map for a map's access)."""
     with pytest.raises(NotPersistableError) as info:
         dace_cpufree.kernel_source(program, distribute=split)
-    for word in words:
+    for word in (*words, _line(program, line)):
         assert word in str(info.value), str(info.value)
 
 

@@ -74,6 +74,14 @@ def total(A: dace.float64[N]):
 
 
 @dace.program
+def accumulate(A: dace.float64[N], s: dace.float64[2]):
+    """Accumulates into the earlier values of ``s`` (a write-conflict resolution, not a fresh result)."""
+    for i in dace.map[0:N]:
+        s[0] += A[i]
+        s[1] += A[i] * A[i]
+
+
+@dace.program
 def reversed_index(A: dace.float64[N], B: dace.float64[N]):
     for i in dace.map[0:N]:
         B[i] = A[N - 1 - i]

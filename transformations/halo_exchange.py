@@ -21,7 +21,6 @@ import sympy
 from dace import nodes, symbolic
 from dace.sdfg.graph import SubgraphView
 from dace.transformation.helpers import state_fission
-from dace_cpufree.frontend.allreduce import Allreduce
 from dace_cpufree.frontend.arguments import Region
 from dace_cpufree.frontend.calls import add_put, add_wait
 from dace_cpufree.frontend.pe import N_PES_SYMBOL, PE_SYMBOL
@@ -31,18 +30,16 @@ from dace_cpufree.decomposition import (
     LOCAL_SYMBOL,
     Decomposition,
     Exchange,
-    Reduction,
     set_decomposition,
 )
-from dace_cpufree.errors import CpufreeError, NotPersistableError
+from dace_cpufree.errors import CpufreeError
 
-from .distribute import align_arrays, halo_widths, line_of, partial_reductions, split_arrays
+from .distribute import align_arrays, halo_widths, partial_reductions, split_arrays
+from .split_reductions import library_reductions, map_reductions
 
 #: the counter of halo exchanges, the value each exchange signals
 COUNTER = "__cpufree_halo_count"
 
-_WCR_OPS = {dace.dtypes.ReductionType.Sum: "sum", dace.dtypes.ReductionType.Max: "max",
-            dace.dtypes.ReductionType.Min: "min", dace.dtypes.ReductionType.Product: "prod"}
 
 
 def distribute(sdfg: dace.SDFG, named: dict[str, int]) -> Decomposition:
@@ -59,7 +56,7 @@ def distribute(sdfg: dace.SDFG, named: dict[str, int]) -> Decomposition:
     widths, halo_reads = halo_widths(sdfg, align, scopes)
     library = partial_reductions(sdfg, align)
     splits = split_arrays(sdfg, align, scopes, widths, named, extent)
-    reductions = _reductions(sdfg, align, scopes) + _library_reductions(sdfg, library)
+    reductions = map_reductions(sdfg, align, scopes) + library_reductions(sdfg, library)
     exchanges = _exchanges(sdfg, {s.array: s for s in splits if s.halo}, halo_reads)
     decomposition = Decomposition(str(extent), splits, exchanges, reductions)
     set_decomposition(sdfg, decomposition)
@@ -80,54 +77,6 @@ def _check_named(sdfg: dace.SDFG, named: dict[str, int]) -> None:
                 f"distribute={{'{name}': {axis!r}}}: '{name}' has {len(desc.shape)} axes. "
                 f"Fix: give an axis from 0 to {len(desc.shape) - 1}."
             )
-
-
-def _reductions(sdfg: dace.SDFG, align: dict, scopes) -> tuple[Reduction, ...]:
-    """Aligned maps that reduce (WCR) into data that is not split: an Allreduce after their state."""
-    found = []
-    for sc in scopes:
-        for e in sc.state.out_edges(sc.state.exit_node(sc.entry)):
-            m = e.data
-            if m.data is None or m.data in align:
-                continue
-            if m.wcr is None:
-                raise NotPersistableError(
-                    f"cannot distribute: the map at {line_of(sc.entry)} writes '{m.data}', which is not split, from "
-                    "split data without a reduction. Fix: add it to distribute, or reduce into it (np.sum, +=)."
-                )
-            op = _WCR_OPS.get(dace.frontend.operations.detect_reduction_type(m.wcr))
-            if op is None:
-                raise NotPersistableError(
-                    f"cannot distribute: the reduction into '{m.data}' at {line_of(sc.entry)} is not a sum, product, "
-                    "max or min. Fix: write it as one of those."
-                )
-            source = next(a.data for a, w, _ in sc.accesses if a.data in align)
-            _allreduce_after(sdfg, sc.state, m.data, op)
-            found.append(Reduction(source, op, line_of(sc.entry)))
-    return tuple(found)
-
-
-def _library_reductions(sdfg: dace.SDFG, found: list) -> tuple[Reduction, ...]:
-    """An ``Allreduce`` of each library reduction's result, between it and the first read of that result."""
-    out = []
-    for _, node, op, inputs in found:
-        state = next(s for s in sdfg.states() if node in s.nodes())  # earlier splits may have moved it
-        (edge,) = state.out_edges(node)
-        result = edge.dst
-        if state.out_degree(result) > 0:
-            state = state_fission(SubgraphView(state, [result]), allow_isolated_nodes=False)
-        _allreduce_after(sdfg, state, result.data, op)
-        out.append(Reduction(inputs[0], op, line_of(node) if node.debuginfo else _state_line(state)))
-    return tuple(out)
-
-
-def _allreduce_after(sdfg: dace.SDFG, state: dace.SDFGState, data: str, op: str) -> None:
-    after = state.parent_graph.add_state_after(state, f"allreduce_{data}")
-    node = Allreduce(f"allreduce_{data}", op=op, phase="all")
-    after.add_node(node)
-    whole = sdfg.arrays[data]
-    after.add_edge(after.add_read(data), None, node, "_in", dace.Memlet.from_array(data, whole))
-    after.add_edge(node, "_out", after.add_write(data), None, dace.Memlet.from_array(data, whole))
 
 
 def _split_read_after_write(sdfg: dace.SDFG, halo: dict) -> None:

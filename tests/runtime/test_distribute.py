@@ -103,6 +103,16 @@ def test_reductions_over_split_arrays_become_allreduce():
     np.testing.assert_allclose(run(a), np.sum(a[1:] * a[:-1]), rtol=1e-12)  # the program's return value
 
 
+def test_accumulating_into_an_array_counts_its_earlier_value_once():
+    a, s = _random(19), np.array([5.0, 7.0])
+    want = s + [a.sum(), (a * a).sum()]
+    for pes in (2, 3):
+        got = s.copy()
+        run = dace_cpufree.compile(dp.accumulate, backend="emulate", pes=pes, distribute={"A": 0}, race_check="shuffle")
+        run(a, got)
+        np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=f"on {pes} PEs")
+
+
 def test_a_missing_halo_wait_is_reported_as_a_race():
     """The generated kernel with its first halo wait removed: the race checker reports the halo read before the
     signal, naming the array."""

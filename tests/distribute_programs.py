@@ -82,6 +82,13 @@ def accumulate(A: dace.float64[N], s: dace.float64[2]):
 
 
 @dace.program
+def in_place(u: dace.float64[N], T: dace.int64):
+    """An in-place stencil: the next step's halo puts could land while a neighbour still reads its halo."""
+    for _ in range(T):
+        u[1:-1] = u[1:-1] + 0.1 * (u[:-2] - 2.0 * u[1:-1] + u[2:])
+
+
+@dace.program
 def reversed_index(A: dace.float64[N], B: dace.float64[N]):
     for i in dace.map[0:N]:
         B[i] = A[N - 1 - i]

@@ -35,6 +35,7 @@ from dace_cpufree.decomposition import (
 from dace_cpufree.errors import CpufreeError
 
 from .distribute import align_arrays, halo_widths, partial_reductions, split_arrays
+from .halo_order import check_flow_control
 from .split_reductions import library_reductions, map_reductions
 
 #: the counter of halo exchanges, the value each exchange signals
@@ -141,7 +142,7 @@ def _exchanges(sdfg: dace.SDFG, halo: dict, halo_reads: set) -> tuple[Exchange, 
     local = symbolic.symbol(LOCAL_SYMBOL, dace.int64)
     pe, npes = symbolic.symbol(PE_SYMBOL, dace.int32), symbolic.symbol(N_PES_SYMBOL, dace.int32)
     counter = symbolic.symbol(COUNTER, dace.int64)
-    out, k = [], 0
+    out, placed, k = [], [], 0
     for state, written in sites:
         label = "_".join(written)
         puts = state.parent_graph.add_state_after(state, f"halo_{label}", assignments={COUNTER: f"{COUNTER} + 1"})
@@ -150,7 +151,9 @@ def _exchanges(sdfg: dace.SDFG, halo: dict, halo_reads: set) -> tuple[Exchange, 
         for name in written:
             _exchange(sdfg, (puts, waits), halo[name], (2 * k, 2 * k + 1), local, pe, npes, counter, line)
             out.append(Exchange(name, state.label, _state_line(state), (2 * k, 2 * k + 1)))
+            placed.append((state, waits, halo[name], _state_line(state)))
             k += 1
+    check_flow_control(sdfg, placed, halo_reads)
     return tuple(out)
 
 

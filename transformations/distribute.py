@@ -19,6 +19,7 @@ from __future__ import annotations
 import dace
 import sympy
 from dace import nodes, symbolic
+from dace.frontend.operations import detect_reduction_type
 from dace.sdfg import propagation
 from dace_cpufree.frontend.pe import N_PES_SYMBOL, PE_SYMBOL, pe_symbol
 
@@ -101,7 +102,13 @@ def _scopes(sdfg: dace.SDFG) -> list[_Scope]:
 
 
 _REDUCING = {"Reduce": None, "Dot": "sum"}  # library nodes that reduce all their input: (name, op or None: its wcr)
-_OPS = {"Sum": "sum", "Product": "prod", "Max": "max", "Min": "min"}
+#: the Allreduce operation of a write-conflict resolution's reduction type (the ones Allreduce has)
+REDUCTION_OPS = {
+    dace.dtypes.ReductionType.Sum: "sum",
+    dace.dtypes.ReductionType.Max: "max",
+    dace.dtypes.ReductionType.Min: "min",
+    dace.dtypes.ReductionType.Product: "prod",
+}
 
 
 def partial_reductions(sdfg: dace.SDFG, align: dict) -> list[tuple]:
@@ -122,7 +129,7 @@ def partial_reductions(sdfg: dace.SDFG, align: dict) -> list[tuple]:
                         "result would be split too", "Fix: reduce over the split axis as well, or over all axes.")
             op = _REDUCING[kind]
             if op is None:
-                op = _OPS.get(dace.frontend.operations.detect_reduction_type(node.wcr).name)
+                op = REDUCTION_OPS.get(detect_reduction_type(node.wcr))
                 if op is None:
                     _refuse(inputs[0], node.label, node, "its reduction is not a sum, product, max or min",
                             "Fix: write it as one of those.")
@@ -130,9 +137,10 @@ def partial_reductions(sdfg: dace.SDFG, align: dict) -> list[tuple]:
     return found
 
 
-def _check_other_uses(sdfg: dace.SDFG, align: dict) -> None:
-    """Split arrays appear in maps, copies between containers and reductions over the split axis only."""
-    reducing = {node for _, node, _, _ in partial_reductions(sdfg, align)}
+def check_other_uses(sdfg: dace.SDFG, align: dict, reductions: list) -> None:
+    """Split arrays appear in maps, copies between containers and the ``reductions`` over the split axis
+    (:func:`partial_reductions`) only."""
+    reducing = {node for _, node, _, _ in reductions}
     for state in sdfg.states():
         top = state.scope_children()[None]
         for node in top:
@@ -228,7 +236,6 @@ def align_arrays(sdfg: dace.SDFG, named: dict[str, int]) -> tuple[dict, list[_Sc
                 for d, s in ends:
                     if d not in align:
                         changed |= note(d, axis, off + int(s0[axis][0] - s[axis][0]), e.src, f"{d}[{s}]")
-    _check_other_uses(sdfg, align)
     return align, [sc for sc in scopes if sc.align is not None]
 
 
@@ -252,9 +259,10 @@ def halo_widths(sdfg: dace.SDFG, align: dict, scopes: list[_Scope]) -> tuple[dic
 
 
 def split_arrays(
-    sdfg: dace.SDFG, align: dict, scopes: list[_Scope], widths: dict, named: dict[str, int], extent
+    sdfg: dace.SDFG, align: dict, scopes: list[_Scope], reductions: list, widths: dict, named: dict[str, int], extent
 ) -> tuple[Split, ...]:
-    """The owned-block rewrite: local shapes, shifted accesses, aligned maps and copies over the owned range."""
+    """The owned-block rewrite: local shapes, shifted accesses, aligned maps, copies and the ``reductions``' inputs
+    (:func:`partial_reductions`) over the owned range."""
     local = symbolic.symbol(LOCAL_SYMBOL, dace.int64)
     if LOCAL_SYMBOL not in sdfg.symbols:
         sdfg.add_symbol(LOCAL_SYMBOL, dace.int64)
@@ -272,7 +280,7 @@ def split_arrays(
         owner.map.range[k] = (sympy.Max(b, lo - c), sympy.Min(e, hi - 1 - c), s)
     for _, e in _copies(sdfg):
         _clamp_copy(e, align, lo, hi)
-    for state, node, _, _ in partial_reductions(sdfg, align):
+    for state, node, _, _ in reductions:
         for e in state.in_edges(node):
             if e.data.data in align:
                 axis, off = align[e.data.data]

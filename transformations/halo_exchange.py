@@ -34,8 +34,8 @@ from dace_cpufree.decomposition import (
 )
 from dace_cpufree.errors import CpufreeError
 
-from .distribute import align_arrays, halo_widths, partial_reductions, split_arrays
-from .halo_order import check_flow_control
+from .distribute import align_arrays, check_other_uses, halo_widths, partial_reductions, split_arrays
+from .halo_order import check_flow_control, reads_halo
 from .split_reductions import library_reductions, map_reductions
 
 #: the counter of halo exchanges, the value each exchange signals
@@ -54,9 +54,10 @@ def distribute(sdfg: dace.SDFG, named: dict[str, int]) -> Decomposition:
         )
     extent = extents.pop()
     align, scopes = align_arrays(sdfg, named)
-    widths, halo_reads = halo_widths(sdfg, align, scopes)
     library = partial_reductions(sdfg, align)
-    splits = split_arrays(sdfg, align, scopes, widths, named, extent)
+    check_other_uses(sdfg, align, library)
+    widths, halo_reads = halo_widths(sdfg, align, scopes)
+    splits = split_arrays(sdfg, align, scopes, library, widths, named, extent)
     reductions = map_reductions(sdfg, align, scopes) + library_reductions(sdfg, library)
     exchanges = _exchanges(sdfg, {s.array: s for s in splits if s.halo}, halo_reads)
     decomposition = Decomposition(str(extent), splits, exchanges, reductions)
@@ -105,13 +106,7 @@ def _overwritten_first(state: dace.SDFGState, name: str, halo_reads: set) -> boo
         if len(following) != 1 or not isinstance(following[0], dace.SDFGState) or following[0] is state:
             return False
         current = following[0]
-        reads = any(
-            current.out_degree(n) > 0
-            and any(not isinstance(e.dst, nodes.MapEntry) or (e.dst, name) in halo_reads for e in current.out_edges(n))
-            for n in current.data_nodes()
-            if n.data == name
-        )
-        if reads:
+        if reads_halo(current, name, halo_reads):
             return False
         if any(n.data == name and current.in_degree(n) > 0 for n in current.data_nodes()):
             return True

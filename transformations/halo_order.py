@@ -25,7 +25,7 @@ from dace_cpufree.errors import NotPersistableError
 ABOVE, BELOW = "above", "below"
 
 
-def _reads_halo(state: dace.SDFGState, name: str, halo_reads: set) -> bool:
+def reads_halo(state: dace.SDFGState, name: str, halo_reads: set) -> bool:
     """Whether a step of ``state`` may read ``name`` beyond its owned block (maps: as the split found; anything else
     that reads it, except the exchanges' own puts of the owned edges: conservatively yes)."""
     for n in state.data_nodes():
@@ -47,7 +47,7 @@ def _walk(sdfg, region, start, name: str, need: set, halo_reads: set, provides: 
     while True:
         if not isinstance(current, dace.SDFGState):
             return False  # a nested loop or branch: not followed
-        if _reads_halo(current, name, halo_reads):
+        if reads_halo(current, name, halo_reads):
             return False
         need -= provides.get(current, set())
         if not need:  # the waits found after wrapping come after the first iteration's put: look before the loop

@@ -21,14 +21,8 @@ from dace_cpufree.frontend.allreduce import Allreduce
 from dace_cpufree.decomposition import Reduction
 from dace_cpufree.errors import NotPersistableError
 
-from .distribute import line_of
+from .distribute import REDUCTION_OPS, line_of
 
-_OPS = {
-    dace.dtypes.ReductionType.Sum: "sum",
-    dace.dtypes.ReductionType.Max: "max",
-    dace.dtypes.ReductionType.Min: "min",
-    dace.dtypes.ReductionType.Product: "prod",
-}
 _COMBINE = {"sum": "o = a + b", "prod": "o = a * b", "max": "o = max(a, b)", "min": "o = min(a, b)"}
 
 
@@ -51,7 +45,7 @@ def map_reductions(sdfg: dace.SDFG, align: dict, scopes) -> tuple[Reduction, ...
                     f"cannot distribute: the map at {line_of(sc.entry)} writes '{m.data}', which is not split, from "
                     "split data without a reduction. Fix: add it to distribute, or reduce into it (np.sum, +=)."
                 )
-            op = _OPS.get(detect_reduction_type(m.wcr))
+            op = REDUCTION_OPS.get(detect_reduction_type(m.wcr))
             if op is None:
                 raise NotPersistableError(
                     f"cannot distribute: the reduction into '{m.data}' at {line_of(sc.entry)} is not a sum, product, "

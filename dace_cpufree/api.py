@@ -194,10 +194,7 @@ def _loaded(sdfg, functions, source, library, backend: str, opts: CompileOptions
         program = PersistentProgram(
             sdfg, source, library, backend, progress=opts.progress, timeout=opts.timeout, callbacks=functions
         )
-    decomposition = decomposition_of(sdfg)
-    if decomposition is None:
-        return program
-    return DistributedProgram(sdfg, decomposition, program, pes, list(sdfg.arg_names))
+    return program if decomposition_of(sdfg) is None else DistributedProgram(sdfg, program, pes)
 
 
 def _check_backend(backend: str, load: bool) -> None:

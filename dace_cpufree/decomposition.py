@@ -75,10 +75,6 @@ class Decomposition:
     def split(self, name: str) -> Split | None:
         return next((s for s in self.splits if s.array == name), None)
 
-    def local_extent(self, split: Split, local: int) -> int:
-        """The local length of ``split``'s axis for an owned block of ``local``: the block and its halos."""
-        return local + split.lower + split.upper
-
     def describe(self, pes: int, symbols: dict[str, int] | None = None) -> str:
         """The decomposition as text: each array's local shape and halos, every exchange and reduction."""
         lines = [f"template: {self.extent} elements over {pes} PEs"]

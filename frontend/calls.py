@@ -102,14 +102,15 @@ def putmem(pv, sdfg: dace.SDFG, state: dace.SDFGState, dest, src, pe, flag=None,
     if flag is not None:
         flag_r = resolve_region(pv, sdfg, flag, call, "flag")
         check_flag(sdfg, flag_r, call)
-    add_put(sdfg, state, dest_r, src_r, (pe_expr, pe_data), flag_r, (sig_expr, sig_data), pv)
+    line = getattr(pv, "current_lineinfo", None)
+    add_put(sdfg, state, dest_r, src_r, (pe_expr, pe_data), flag_r, (sig_expr, sig_data), line)
     return []
 
 
-def add_put(sdfg, state, dest: Region, src: Region, pe, flag: Region | None, signal, pv=None) -> Putmem:
+def add_put(sdfg, state, dest: Region, src: Region, pe, flag: Region | None, signal, line=None) -> Putmem:
     """A ``Putmem`` node of ``src`` into ``dest`` on PE ``pe``, signalling ``flag`` (``None``: no signal) with
-    ``signal``; ``pe`` and ``signal`` are ``(expression, container)`` pairs (one of them ``None``). ``pv``: the
-    frontend's visitor, for the program line (or any object with ``current_lineinfo``)."""
+    ``signal``; ``pe`` and ``signal`` are ``(expression, container)`` pairs (one of them ``None``). ``line``: the
+    program line's ``DebugInfo``, which later errors name."""
     (pe_expr, pe_data), (sig_expr, sig_data) = pe, signal
     node = Putmem(
         "putmem",
@@ -119,7 +120,7 @@ def add_put(sdfg, state, dest: Region, src: Region, pe, flag: Region | None, sig
         pe_in=pe_data is not None,
         signal_in=sig_data is not None,
     )
-    node.debuginfo = copy.deepcopy(getattr(pv, "current_lineinfo", None))  # later errors name this line
+    node.debuginfo = copy.deepcopy(line)
     state.add_node(node)
     _read(state, src, node, "_src")
     _write(state, dest, node, "_dest")
@@ -138,16 +139,16 @@ def signal_wait(pv, sdfg: dace.SDFG, state: dace.SDFGState, flag, signal):
     call = call_site(pv, "SignalWait")
     flag_r = resolve_region(pv, sdfg, flag, call, "flag")
     check_flag(sdfg, flag_r, call)
-    add_wait(sdfg, state, flag_r, _value(sdfg, state, signal, call, "signal"), pv)
+    add_wait(sdfg, state, flag_r, _value(sdfg, state, signal, call, "signal"), getattr(pv, "current_lineinfo", None))
     return []
 
 
-def add_wait(sdfg, state, flag: Region, signal, pv=None) -> SignalWait:
+def add_wait(sdfg, state, flag: Region, signal, line=None) -> SignalWait:
     """A ``SignalWait`` node for ``flag`` to reach ``signal`` (an ``(expression, container)`` pair), guarding the
-    regions of the puts that signal that flag (see :func:`add_put`)."""
+    regions of the puts that signal that flag (see :func:`add_put`); ``line``: as there."""
     sig_expr, sig_data = signal
     node = SignalWait("signal_wait", signal=sig_expr if sig_data is None else 0, signal_in=sig_data is not None)
-    node.debuginfo = copy.deepcopy(getattr(pv, "current_lineinfo", None))  # later errors name this line
+    node.debuginfo = copy.deepcopy(line)
     state.add_node(node)
     _read(state, flag, node, "_flag")
     _write(state, flag, node, "_flag_out")

@@ -32,9 +32,13 @@ _FIX = (
 )
 
 
-def line_of(node) -> str:
-    info = getattr(node, "debuginfo", None)
+def line_text(info) -> str:
+    """``file:line`` of a ``DebugInfo`` (``None`` or one without a file: "an unknown line")."""
     return f"{info.filename}:{info.start_line}" if info is not None and info.filename else "an unknown line"
+
+
+def line_of(node) -> str:
+    return line_text(getattr(node, "debuginfo", None))
 
 
 def _refuse(array: str, access, node, why: str, fix: str = _FIX) -> None:
@@ -44,7 +48,7 @@ def _refuse(array: str, access, node, why: str, fix: str = _FIX) -> None:
 
 
 class _Scope:
-    """A top-level map of a state: its inner accesses ``(memlet, written, node)`` and its parameters."""
+    """A top-level map of a state: its inner accesses ``(memlet, written)`` and its parameters."""
 
     def __init__(self, state: dace.SDFGState, entry: nodes.MapEntry):
         self.state, self.entry = state, entry
@@ -54,8 +58,7 @@ class _Scope:
         for e in graph.edges():
             if e.data.data is None:
                 continue
-            written = isinstance(e.dst, (nodes.MapExit, nodes.AccessNode))
-            self.accesses.append((e.data, written, e.dst if written else e.src))
+            self.accesses.append((e.data, isinstance(e.dst, (nodes.MapExit, nodes.AccessNode))))
         self.align: tuple[str, int] | None = None  # (parameter, template index minus parameter)
 
 
@@ -203,7 +206,7 @@ def align_arrays(sdfg: dace.SDFG, named: dict[str, int]) -> tuple[dict, list[_Sc
             changed = False
             for sc in scopes:
                 if sc.align is None:
-                    for memlet, written, _ in sorted(sc.accesses, key=lambda a: not a[1]):
+                    for memlet, written in sorted(sc.accesses, key=lambda a: not a[1]):
                         if memlet.data in align and (written or from_reads):
                             axis, c = align[memlet.data]
                             p, first, _ = _index(memlet, axis, sc.params, memlet.data, sc.entry)
@@ -213,7 +216,7 @@ def align_arrays(sdfg: dace.SDFG, named: dict[str, int]) -> tuple[dict, list[_Sc
                 if sc.align is None:
                     continue
                 p, c = sc.align
-                for memlet, written, _ in sc.accesses:
+                for memlet, written in sc.accesses:
                     if memlet.data in align:
                         axis, off = align[memlet.data]
                         q, first, _ = _index(memlet, axis, sc.params, memlet.data, sc.entry)
@@ -246,7 +249,7 @@ def halo_widths(sdfg: dace.SDFG, align: dict, scopes: list[_Scope]) -> tuple[dic
     beyond = set()
     for sc in scopes:
         p, c = sc.align
-        for memlet, written, _ in sc.accesses:
+        for memlet, written in sc.accesses:
             if memlet.data in align and not written:
                 axis, off = align[memlet.data]
                 _, first, last = _index(memlet, axis, sc.params, memlet.data, sc.entry)
@@ -275,7 +278,7 @@ def split_arrays(
         k = owner.map.params.index(p)
         b, e, s = owner.map.range[k]
         if s != 1:
-            _refuse(next(m.data for m, _, _ in sc.accesses if m.data in align), f"{p} in {b}:{e + 1}:{s}", sc.entry,
+            _refuse(next(m.data for m, _ in sc.accesses if m.data in align), f"{p} in {b}:{e + 1}:{s}", sc.entry,
                     "the map along the split axis takes steps of more than one element")
         owner.map.range[k] = (sympy.Max(b, lo - c), sympy.Min(e, hi - 1 - c), s)
     for _, e in _copies(sdfg):

@@ -7,11 +7,10 @@ both neighbours' halos (``Putmem`` with a signal: the lowest ``upper`` owned ele
 ring are never read) and waits for both of its own halos (``SignalWait``). A state that writes such an array and
 reads it in the same dataflow is split first, so the reads come after the exchange. The signal is a counter of the
 exchanges so far (the same on every PE: all run the same control flow), the flags an argument that the host zeroes
-for each call. Which waits the reads then need, how the puts overlap the interior work and where grid syncs go is
-decided by the same analyses as for hand-written calls (:mod:`.communication`, :mod:`.early_puts`).
-
-Reductions of split arrays into data that is not split (``WCR`` maps: ``np.sum``, ``np.dot``, norms after DaCe's
-expansion) reduce the owned part on each PE; an ``Allreduce`` after the state combines the PEs' parts.
+for each call. An exchange is dropped where the following states write the array again before anything reads its
+halo. Where grid syncs go and how the puts are spread over blocks is decided by the same analyses as for hand-written
+calls (:mod:`.communication`); that the puts cannot overwrite a halo still being read is proven by :mod:`.halo_order`.
+The reductions of split arrays are :mod:`.split_reductions`.
 """
 
 from __future__ import annotations
@@ -34,13 +33,12 @@ from dace_cpufree.decomposition import (
 )
 from dace_cpufree.errors import CpufreeError
 
-from .distribute import align_arrays, check_other_uses, halo_widths, partial_reductions, split_arrays
+from .distribute import align_arrays, check_other_uses, halo_widths, line_text, partial_reductions, split_arrays
 from .halo_order import check_flow_control, reads_halo
 from .split_reductions import library_reductions, map_reductions
 
 #: the counter of halo exchanges, the value each exchange signals
 COUNTER = "__cpufree_halo_count"
-
 
 
 def distribute(sdfg: dace.SDFG, named: dict[str, int]) -> Decomposition:
@@ -142,34 +140,23 @@ def _exchanges(sdfg: dace.SDFG, halo: dict, halo_reads: set) -> tuple[Exchange, 
         label = "_".join(written)
         puts = state.parent_graph.add_state_after(state, f"halo_{label}", assignments={COUNTER: f"{COUNTER} + 1"})
         waits = puts.parent_graph.add_state_after(puts, f"halo_{label}_wait")
-        line = _Line(_state_info(state))
+        info = _writer_line(state)
+        where = line_text(info)
         for name in written:
-            _exchange(sdfg, (puts, waits), halo[name], (2 * k, 2 * k + 1), local, pe, npes, counter, line)
-            out.append(Exchange(name, state.label, _state_line(state), (2 * k, 2 * k + 1)))
-            placed.append((state, waits, halo[name], _state_line(state)))
+            _exchange(sdfg, (puts, waits), halo[name], (2 * k, 2 * k + 1), local, pe, npes, counter, info)
+            out.append(Exchange(name, state.label, where, (2 * k, 2 * k + 1)))
+            placed.append((state, waits, halo[name], where))
             k += 1
     check_flow_control(sdfg, placed, halo_reads)
     return tuple(out)
 
 
-def _state_info(state: dace.SDFGState):
+def _writer_line(state: dace.SDFGState):
+    """The ``DebugInfo`` of the program line of ``state``'s first step that has one, else ``None``."""
     for n in state.nodes():
-        if isinstance(n, (nodes.MapEntry, nodes.Tasklet)) and getattr(n, "debuginfo", None):
-            if n.debuginfo.filename:
-                return n.debuginfo
+        if isinstance(n, (nodes.MapEntry, nodes.Tasklet)) and getattr(n, "debuginfo", None) and n.debuginfo.filename:
+            return n.debuginfo
     return None
-
-
-def _state_line(state: dace.SDFGState) -> str:
-    info = _state_info(state)
-    return f"{info.filename}:{info.start_line}" if info is not None else "an unknown line"
-
-
-class _Line:
-    """The program line of the writing step, for the exchange's nodes (their errors name it)."""
-
-    def __init__(self, info):
-        self.current_lineinfo = info
 
 
 def _exchange(sdfg, states, split, flags, local, pe, npes, counter, line) -> None:

@@ -51,7 +51,7 @@ def map_reductions(sdfg: dace.SDFG, align: dict, scopes) -> tuple[Reduction, ...
                     f"cannot distribute: the reduction into '{m.data}' at {line_of(sc.entry)} is not a sum, product, "
                     "max or min. Fix: write it as one of those."
                 )
-            source = next(a.data for a, _, _ in sc.accesses if a.data in align)
+            source = next(a.data for a, _ in sc.accesses if a.data in align)
             _accumulate_apart(sdfg, sc, e, op)
             found.append(Reduction(source, op, line_of(sc.entry)))
     return tuple(found)

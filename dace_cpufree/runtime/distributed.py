@@ -16,7 +16,7 @@ from __future__ import annotations
 import dace
 import numpy as np
 
-from dace_cpufree.decomposition import FLAGS_ARRAY, LOCAL_SYMBOL, Decomposition
+from dace_cpufree.decomposition import FLAGS_ARRAY, LOCAL_SYMBOL, decomposition_of
 from dace_cpufree.errors import ArgumentError
 from dace_cpufree.launcher import placement
 from dace_cpufree.vocabulary import PE_SYMBOLS
@@ -32,12 +32,13 @@ def _module(x):
 
 
 class DistributedProgram:
-    """The program split over ``pes`` PEs; ``inner`` runs them (emulated PEs) or this process's PE (a GPU)."""
+    """The program ``sdfg`` split over ``pes`` PEs (``None``: one per process of the launcher's job); ``inner`` runs
+    them (emulated PEs) or this process's PE (a GPU)."""
 
-    def __init__(self, sdfg, decomposition: Decomposition, inner, pes: int | None, arg_names: list[str]):
-        self.sdfg, self.decomposition, self._inner = sdfg, decomposition, inner
+    def __init__(self, sdfg, inner, pes: int | None):
+        self.sdfg, self.decomposition, self._inner = sdfg, decomposition_of(sdfg), inner
         self._emulated = pes is not None
-        self._arg_names = [a for a in arg_names if a != FLAGS_ARRAY]
+        self._arg_names = [a for a in sdfg.arg_names if a != FLAGS_ARRAY]
         self._flags = sdfg.arrays[FLAGS_ARRAY].shape[0] if FLAGS_ARRAY in sdfg.arrays else 0
         self.pes = pes if pes is not None else placement().size
 
@@ -70,7 +71,7 @@ class DistributedProgram:
             rank = placement().rank
             call = self._pe_call(given, symbols, named, local, extent, rank)
             returned = self._inner(**call)
-            results = self._gathered(call, named, local, extent, rank)
+            results = self._gathered(call, named, rank)
         for name, value in given.items():
             if name in named:
                 self._collect(value, [r[name] for r in results], named[name], local, extent)
@@ -142,7 +143,7 @@ class DistributedProgram:
             dst[split.axis], src[split.axis] = slice(lo, hi), slice(split.lower, split.lower + hi - lo)
             value[tuple(dst)] = _module(value).asarray(block[tuple(src)])
 
-    def _gathered(self, call, named, local, extent, rank) -> list[dict]:
+    def _gathered(self, call, named, rank) -> list[dict]:
         """Every rank's blocks of the split arrays (``mpi4py``'s allgather where several processes run)."""
         if self.pes == 1:
             return [call]

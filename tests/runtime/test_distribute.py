@@ -123,7 +123,7 @@ def test_a_missing_halo_wait_is_reported_as_a_race():
     code, count = re.subn(r"cpufree::shmem::\w+::wait_until_ge\([^;]*\);", ";", source.code, count=1)
     assert count == 1, "the planted change did not apply"
     library = build(code, "distributed_no_wait", "emulate", shmem=True, race_check="forward")
-    run = DistributedProgram(sdfg, decomposition_of(sdfg), EmulatedPes(sdfg, source, library, 2), 2, sdfg.arg_names)
+    run = DistributedProgram(sdfg, EmulatedPes(sdfg, source, library, 2), 2)
     with pytest.raises(RaceError) as info:
         run(_random(20), _random(20, seed=1), T=2)
     assert re.search(r"'[AB]' element", info.value.report), info.value.report

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import dace
 import sympy
 
+from dace_cpufree.bounds import disjoint
+
 from . import ir
 from .ir import Executor
 
@@ -72,7 +74,9 @@ def _disjoint(a, b, earlier: Earlier | None = None) -> bool:
         return False
     if len(a) != len(b):
         return False
-    return any(_apart(r, q) or (earlier is not None and _other_iteration(r, q, earlier)) for r, q in ranges)
+    if any(_apart(r, q) or (earlier is not None and _other_iteration(r, q, earlier)) for r, q in ranges):
+        return True
+    return disjoint(a, b)  # clamped ranges (a distributed program's owned parts and halos)
 
 
 def _other_iteration(r, q, earlier: Earlier) -> bool:

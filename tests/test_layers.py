@@ -29,6 +29,7 @@ SHARED = {
     "dace_cpufree.channel_marks",
     "dace_cpufree.facts",
     "dace_cpufree.decomposition",
+    "dace_cpufree.bounds",
 }
 
 #: what each layer may not import

@@ -8,6 +8,12 @@ of the map (the interior) runs after the puts, while the data travels, before th
 into a contiguous buffer of its own, unpacked into its halo right after the wait on its flag
 (:func:`stage_in_buffer`). It is what an overlapped form does by hand.
 
+Clamped ranges. A distributed program's maps run over owned ranges such as ``Max(1, pe * local - 1)`` to
+``Min(N - 2, (pe + 1) * local - 2)`` (:mod:`.distribute`), whose faces have no width known against the range's ends.
+A face is then the range up to the far end of the put's region (``Min(end, last sent)``), the next piece starts past
+it (``Max(start, last sent + 1)``): the pieces hold every cell once whatever the clamps' values, and every cell of
+the region that the map writes is in the face. Orders between such bounds are proven by :mod:`dace_cpufree.bounds`.
+
 Safety. The pieces write disjoint parts of the map's output, so the puts read exactly what the map
 would have written. Moving the interior past the puts changes two orders:
 
@@ -37,9 +43,11 @@ from dace_cpufree.frontend import Putmem, SignalWait
 from dace_cpufree.frontend.arguments import Region
 from dace_cpufree.frontend.putmem import _edge
 
+from dace_cpufree.bounds import bounded_by, disjoint
 from dace_cpufree.facts import copy_state_mark
 
 from .block_scopes import simplify
+from .communication_apart import puts_apart
 from .program_order import accesses, states_of, straight_after
 
 
@@ -60,9 +68,11 @@ def _puts_of(block) -> list[tuple[Putmem, dace.SDFGState]] | None:
 
 def fuse_maps(sdfg: dace.SDFG) -> None:
     """Fuses producer/consumer maps (as :class:`~dace_cpufree.transformations.FusePersistentKernel` does), so
-    that a stencil written as NumPy expressions is one map."""
+    that a stencil written as NumPy expressions is one map; puts that the simplification's state fusion joined to
+    the state of the map before them go back into a state of their own after it (:func:`puts_apart`)."""
     FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
     simplify(sdfg)
+    puts_apart(sdfg)
 
 
 def _the_map(state: dace.SDFGState) -> nodes.MapEntry | None:
@@ -115,8 +125,12 @@ def _const(x) -> int | None:
     return int(x) if x.is_Integer else None
 
 
-def _face(region: subsets.Range, which, offs, rng) -> tuple[int, str, int] | None:
-    """``(parameter, "lo" | "hi", width)``: the face of the iteration space ``rng`` that produces the region."""
+def _face(region: subsets.Range, which, offs, rng) -> tuple[int, str, Any] | None:
+    """``(parameter, "lo" | "hi", bound)``: the face of the iteration space ``rng`` that produces the region; ``bound``
+    is the face's last parameter value ("lo") or its first ("hi"). A face of constant width at a known end, or, for a
+    range clamped by ``Max``/``Min`` (a distributed program's owned range), the region whose end the clamp holds: the
+    face piece is then the range up to (from) the region's far end, which holds every cell of the region that the map
+    writes whatever the clamp's value."""
     for dim, (lo, hi, _) in enumerate(region):
         p = which[dim]
         plo, phi = lo - offs[dim], hi - offs[dim]
@@ -126,23 +140,48 @@ def _face(region: subsets.Range, which, offs, rng) -> tuple[int, str, int] | Non
         width = _const(phi - plo)
         if width is None or width < 0:
             continue
-        if _const(plo - mlo) == 0:
-            return p, "lo", width + 1
-        if _const(phi - mhi) == 0:
-            return p, "hi", width + 1
+        if _const(plo - mlo) == 0 or (_const(plo - mlo) is None and bounded_by(mlo, plo)):
+            return p, "lo", phi
+        if _const(phi - mhi) == 0 or (_const(phi - mhi) is None and bounded_by(mhi, phi)):
+            return p, "hi", plo
     return None
+
+
+def _widest(faces: dict, key, bound) -> None:
+    """Records a face bound, keeping the widest face of that side (a larger "lo" bound, a smaller "hi" one)."""
+    old = faces.get(key)
+    if old is None:
+        faces[key] = bound
+        return
+    d = _const(bound - old)
+    if d is None:
+        faces[key] = (sympy.Max if key[1] == "lo" else sympy.Min)(old, bound)
+    elif (d > 0) == (key[1] == "lo"):
+        faces[key] = bound
 
 
 def _pieces(rng: list, faces: dict) -> tuple[list[list], list]:
     """The face pieces (disjoint, an onion: each parameter's faces span what the earlier parameters'
     faces left) and the interior, as lists of ``(lo, hi, step)``. Two opposite faces one cell wide are one
     piece (a step from one to the other) when their distance is a known positive number: one step of the
-    kernel instead of two that the same threads would run one after the other."""
+    kernel instead of two that the same threads would run one after the other. A face whose width is not a
+    known number (a clamped range) is the range up to its bound, and the faces after it start past it."""
     inner = [tuple(r) for r in rng]
     out = []
     for p in range(len(rng)):
         lo, hi, _ = inner[p]
-        w_lo, w_hi = faces.get((p, "lo"), 0), faces.get((p, "hi"), 0)
+        b_lo, b_hi = faces.get((p, "lo")), faces.get((p, "hi"))
+        w_lo = 0 if b_lo is None else _const(b_lo - lo + 1)
+        w_hi = 0 if b_hi is None else _const(hi - b_hi + 1)
+        if w_lo is None or w_hi is None:
+            if b_lo is not None:
+                out.append(inner[:p] + [(lo, sympy.Min(hi, b_lo), 1)] + inner[p + 1 :])
+                lo = sympy.Max(lo, b_lo + 1)
+            if b_hi is not None:
+                out.append(inner[:p] + [(sympy.Max(lo, b_hi), hi, 1)] + inner[p + 1 :])
+                hi = sympy.Min(hi, b_hi - 1)
+            inner[p] = (lo, hi, 1)
+            continue
         gap = _const(hi - lo)
         if w_lo == w_hi == 1 and gap is not None and gap > 0:
             out.append(inner[:p] + [(lo, hi, gap)] + inner[p + 1 :])
@@ -164,7 +203,7 @@ def _set_range(state: dace.SDFGState, rng: list) -> None:
 def _touches(state: dace.SDFGState, landing: list) -> bool:
     """Whether anything the state reads or writes may overlap a region where remote puts land."""
     return any(
-        name == data and (sub is None or subsets.intersects(sub, region) is not False)
+        name == data and (sub is None or (subsets.intersects(sub, region) is not False and not disjoint(sub, region)))
         for data, _, sub in accesses(state)
         for name, region in landing
     )
@@ -202,8 +241,7 @@ def split_for_puts(sdfg: dace.SDFG, state: dace.SDFGState, puts: list, last, lan
         face = _face(src.subset, which, offs, rng)
         if face is None:
             return False  # a put reads more than a face: the map stays whole
-        p, side, width = face
-        faces[(p, side)] = max(width, faces.get((p, side), 0))
+        _widest(faces, face[:2], face[2])
         plan = _staging_plan(sdfg, put, st)
         if plan is None:
             return False  # a put into the halo itself while the receiver streams its interior: measured slow
@@ -276,18 +314,19 @@ def stage_in_buffer(sdfg: dace.SDFG, put: Putmem, state: dace.SDFGState, plan: t
     state.remove_edge(dest)
     if state.degree(dest.dst) == 0:
         state.remove_node(dest.dst)
-    state.add_edge(put, "_dest", state.add_write(name), None, copy.deepcopy(whole))
+    state.add_edge(put, "_dest", state.add_write(name, debuginfo=put.debuginfo), None, copy.deepcopy(whole))
     wait_state.remove_edge(guard)
     if wait_state.degree(guard.dst) == 0:
         wait_state.remove_node(guard.dst)
-    wait_state.add_edge(wait, guard.src_conn, wait_state.add_write(name), None, copy.deepcopy(whole))
+    received = wait_state.add_write(name, debuginfo=wait.debuginfo)
+    wait_state.add_edge(wait, guard.src_conn, received, None, copy.deepcopy(whole))
     old = str(Region(dest.data.data, dest.data.subset))  # as the frontend listed it
     wait.guards = [name if g == old else g for g in wait.guards]
     unpack = wait_state.parent_graph.add_state_after(wait_state, f"unpack_{name}")
     copy_state_mark(wait_state, unpack)
     unpack.add_nedge(
-        unpack.add_read(name),
-        unpack.add_write(dest.data.data),
+        unpack.add_read(name, debuginfo=wait.debuginfo),  # the copy's program line: the wait's
+        unpack.add_write(dest.data.data, debuginfo=wait.debuginfo),
         dace.Memlet(data=name, subset=copy.deepcopy(whole.subset), other_subset=copy.deepcopy(dest.data.subset)),
     )
 

@@ -138,8 +138,10 @@ def _exchanges(sdfg: dace.SDFG, halo: dict, halo_reads: set) -> tuple[Exchange, 
     out, placed, k = [], [], 0
     for state, written in sites:
         label = "_".join(written)
-        puts = state.parent_graph.add_state_after(state, f"halo_{label}", assignments={COUNTER: f"{COUNTER} + 1"})
-        waits = puts.parent_graph.add_state_after(puts, f"halo_{label}_wait")
+        # the count goes up between the puts and the waits: the puts follow their map's state over a plain edge, where
+        # they can be moved among its pieces (:mod:`.early_puts`), and signal the count it reaches
+        puts = state.parent_graph.add_state_after(state, f"halo_{label}")
+        waits = puts.parent_graph.add_state_after(puts, f"halo_{label}_wait", assignments={COUNTER: f"{COUNTER} + 1"})
         info = _writer_line(state)
         where = line_text(info)
         for name in written:
@@ -173,7 +175,7 @@ def _exchange(sdfg, states, split, flags, local, pe, npes, counter, line) -> Non
     def flag(k):
         return Region(FLAGS_ARRAY, dace.subsets.Range([(k, k, 1)]))
 
-    signal = (counter, None)
+    signal = (counter + 1, None)
     up, down = sympy.Mod(pe + 1, npes), sympy.Mod(pe + npes - 1, npes)
     waits = []
     if lower:  # my highest owned elements into the lower halo of the PE above
@@ -184,4 +186,4 @@ def _exchange(sdfg, states, split, flags, local, pe, npes, counter, line) -> Non
         add_put(sdfg, state, dest, src, (down, None), flag(flags[1]), signal, line)
         waits.append(flags[1])
     for k in waits:
-        add_wait(sdfg, wait_state, flag(k), signal, line)
+        add_wait(sdfg, wait_state, flag(k), (counter, None), line)

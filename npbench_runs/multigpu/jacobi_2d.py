@@ -14,6 +14,7 @@ import numpy as np
 from dace_cpufree import nvshmem
 
 LX, LY, PY = (dace.symbol(s) for s in ("LX", "LY", "PY"))
+NX, N = dace.symbol("NX"), dace.symbol("N")  # the global domain of `single`
 NEIGHBOURS = 4
 FLAGS = 8
 EXCHANGES_PER_STEP = 2  # halo exchanges per time step (one per half-step)
@@ -143,6 +144,19 @@ def overlapped(A: dace.float64[LX, LY], B: dace.float64[LX, LY], flags: dace.uin
             A[1:-1, 0] = hw[1]
         if pj < PY - 1:
             A[1:-1, LY - 1] = he[1]
+
+
+#: the arrays ``single`` is distributed by (``compile(single, distribute=DISTRIBUTE)``, the form "distributed")
+DISTRIBUTE = {"A": 0, "B": 0}
+
+
+@dace.program
+def single(A: dace.float64[NX, N], B: dace.float64[NX, N], TSTEPS: dace.int64):
+    """The single-GPU program on the global domain (NPBench's jacobi_2d), which the automatic decomposition splits
+    along its rows: the form "distributed"."""
+    for _ in range(TSTEPS):
+        B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1])
+        A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1])
 
 
 def reference(A: np.ndarray, B: np.ndarray, steps: int) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from dace_cpufree import nvshmem
 
 LX, N = dace.symbol("LX"), dace.symbol("N")
+NX = dace.symbol("NX")  # the global split axis of `single`
 FLAGS = 8
 EXCHANGES_PER_STEP = 2  # halo exchanges per time step (one per half-step)
 
@@ -116,6 +117,35 @@ def overlapped(A: dace.float64[LX, N, N], B: dace.float64[LX, N, N], flags: dace
             A[0, 1:-1, 1:-1] = lo_buf[1]
         if me < npes - 1:
             A[LX - 1, 1:-1, 1:-1] = hi_buf[1]
+
+
+#: the arrays ``single`` is distributed by (``compile(single, distribute=DISTRIBUTE)``, the form "distributed")
+DISTRIBUTE = {"A": 0, "B": 0}
+
+
+@dace.program
+def single(A: dace.float64[NX, N, N], B: dace.float64[NX, N, N], TSTEPS: dace.int64):
+    """The single-GPU program on the global domain, which the automatic decomposition splits along its first axis:
+    the form "distributed"."""
+    for _ in range(TSTEPS):
+        B[1:-1, 1:-1, 1:-1] = (1.0 / 7.0) * (
+            A[1:-1, 1:-1, 1:-1]
+            + A[:-2, 1:-1, 1:-1]
+            + A[2:, 1:-1, 1:-1]
+            + A[1:-1, :-2, 1:-1]
+            + A[1:-1, 2:, 1:-1]
+            + A[1:-1, 1:-1, :-2]
+            + A[1:-1, 1:-1, 2:]
+        )
+        A[1:-1, 1:-1, 1:-1] = (1.0 / 7.0) * (
+            B[1:-1, 1:-1, 1:-1]
+            + B[:-2, 1:-1, 1:-1]
+            + B[2:, 1:-1, 1:-1]
+            + B[1:-1, :-2, 1:-1]
+            + B[1:-1, 2:, 1:-1]
+            + B[1:-1, 1:-1, :-2]
+            + B[1:-1, 1:-1, 2:]
+        )
 
 
 def reference(A: np.ndarray, B: np.ndarray, steps: int) -> None:

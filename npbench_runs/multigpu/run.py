@@ -3,14 +3,17 @@
     mpirun -np 4 python -m npbench_runs.multigpu.run --program jacobi_2d --form plain --n 258 --steps 50
     mpirun -np 4 python -m npbench_runs.multigpu.run --framework dace_mpi --program jacobi_2d --n 258
     mpirun -np 8 python -m npbench_runs.multigpu.run --program jacobi_3d_grid --form plain --n 258 --steps 50
+    mpirun -np 4 python -m npbench_runs.multigpu.run --program jacobi_3d --form distributed --n 258 --steps 50
 
 Every process builds the global input, takes its tile, runs it on its GPU (one process per GPU), and
 rank 0 gathers the tiles (mpi4py) and compares the global result with NumPy's. ``--framework cpufree``
 (default) runs our persistent kernel (one PE per process) and times it with CUDA events around the kernel
-(``timing: "kernel_event"``); ``--framework dace_mpi`` runs the upstream DaCe + MPI baseline
-(:mod:`.dace_mpi`; ``--form`` is ignored) and times the call by wall clock with the device synchronised
-(``timing: "wall"``). With ``--json`` rank 0 prints one JSON line (sizes, time per step, error); exit
-status 1 on a mismatch.
+(``timing: "kernel_event"``); the form ``distributed`` is the single-GPU program distributed by the compiler, called by
+every rank with the global arrays, timed by wall clock with the device synchronised (``timing: "wall"``: the call's
+scatter and gather are in each run, the slope over two step counts leaves them out); ``--framework dace_mpi`` runs
+the upstream DaCe + MPI baseline (:mod:`.dace_mpi`; ``--form`` is ignored) and times the call by wall clock with the
+device synchronised (``timing: "wall"``). With ``--json`` rank 0 prints one JSON line (sizes, time per step, error);
+exit status 1 on a mismatch.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import numpy as np
 from dace_cpufree.launcher import placement
 from dace_cpufree.options import env
 
-from . import FORMS, PROGRAMS
+from . import DISTRIBUTED, FORMS, PROGRAMS
 
 FRAMEWORKS = ("cpufree", "dace_mpi")
 
@@ -114,6 +117,53 @@ def _run_cpufree(
     return a, b, _per_step(report, steps, ms, slope_steps, slope_ms)
 
 
+def _device_arrays():
+    """CuPy where it is installed (the call's scatter and gather then stay on the GPU), else NumPy."""
+    try:
+        import cupy
+    except ImportError:
+        return np
+    return cupy
+
+
+def run_distributed(program: str, A0, B0, steps: int, repeat: int, slope_steps=None, **options) -> tuple:
+    """The program's single-GPU version distributed by the compiler (``compile(single, distribute=...)``), called
+    with the global arrays on this process's PE: ``(global A, global B, report fields)``; ``options``: of
+    :func:`dace_cpufree.compile` (``backend="emulate", pes=P`` runs P emulated PEs in this process)."""
+    import dace_cpufree
+
+    module = PROGRAMS[program]
+    if not hasattr(module, "single"):
+        have = sorted(p for p, m in PROGRAMS.items() if hasattr(m, "single"))
+        raise ValueError(f"{program} has no single-GPU version to distribute (these have: {', '.join(have)}).")
+    xp = np if options.get("backend") == "emulate" else _device_arrays()
+    prog = dace_cpufree.compile(module.single, distribute=module.DISTRIBUTE, **options)
+
+    def best(n: int) -> tuple:
+        times = []
+        for _ in range(repeat):
+            a, b = xp.array(A0), xp.array(B0)  # copies: every run starts from the initial arrays
+            _synchronize(xp)
+            t = time.perf_counter()
+            prog(a, b, n)
+            _synchronize(xp)
+            times.append(1e3 * (time.perf_counter() - t))
+        return a, b, min(times)
+
+    a, b, ms = best(steps)
+    slope_ms = best(slope_steps)[2] if slope_steps else None
+    report = {"form": DISTRIBUTED, "specialized": False, "timing": "wall", "call_ms": ms}
+    rows = -(-A0.shape[0] // prog.pes)  # each PE's owned rows of the split axis, one halo row on each side
+    report["owned_shape"] = [rows, *A0.shape[1:]]
+    host = (lambda x: x.get()) if xp is not np else np.asarray
+    return host(a), host(b), _per_step(report, steps, ms, slope_steps, slope_ms)
+
+
+def _synchronize(xp) -> None:
+    if xp is not np:
+        xp.cuda.Device().synchronize()
+
+
 def run(
     program: str,
     form: str,
@@ -138,7 +188,10 @@ def run(
     module.check_size(n, size, nx, **middle)
     A0, B0 = module.initialize(n, nx, **middle)
     A, B = module.tile(A0, rank, size), module.tile(B0, rank, size)
-    if framework == "cpufree":
+    if framework == "cpufree" and form == DISTRIBUTED:
+        a, b, fields = run_distributed(program, A0, B0, steps, repeat, slope_steps)
+        a, b = module.tile(a, rank, size), module.tile(b, rank, size)  # every rank holds the global result
+    elif framework == "cpufree":
         a, b, fields = _run_cpufree(program, form, A, B, steps, repeat, specialize, slope_steps, step_times)
     else:
         from . import dace_mpi
@@ -234,7 +287,7 @@ def main(argv=None) -> int:
     parser.add_argument("--framework", choices=FRAMEWORKS, default="cpufree")
     parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu", help="dace_mpi only: cpu for testing")
     parser.add_argument("--program", choices=sorted(PROGRAMS), default="jacobi_2d")
-    parser.add_argument("--form", choices=FORMS, default="plain")
+    parser.add_argument("--form", choices=(*FORMS, DISTRIBUTED), default="plain")
     parser.add_argument("--n", type=int, default=130, help="global domain size N (N x N or N x N x N)")
     parser.add_argument(
         "--nx",

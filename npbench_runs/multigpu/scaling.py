@@ -174,13 +174,13 @@ def _configs(programs, gpus, modes=("weak", "strong"), sizes=None):
 
 
 def _prebuild(item: tuple) -> str:
-    label, module, name, symbols = item
+    label, module, name, options = item
     import importlib
 
     from dace_cpufree import prebuild
 
     try:
-        prebuild(getattr(importlib.import_module(module), name), symbols=symbols)
+        prebuild(getattr(importlib.import_module(module), name), **options)
     except Exception as e:  # noqa: BLE001 - reported; that configuration's job fails with the same error
         return f"{label}: {type(e).__name__}: {e}"
     return ""
@@ -188,7 +188,7 @@ def _prebuild(item: tuple) -> str:
 
 def prebuild_programs(todo: list[tuple], jobs: int) -> list[str]:
     """Builds programs in parallel into the build cache, so that the mpirun jobs load them instead of compiling one
-    after another. ``todo``: ``(label, module, program name, compiled-in symbols)``. Returns the errors."""
+    after another. ``todo``: ``(label, module, program name, options of compile)``. Returns the errors."""
     from concurrent.futures import ProcessPoolExecutor
 
     if not todo:
@@ -199,22 +199,34 @@ def prebuild_programs(todo: list[tuple], jobs: int) -> list[str]:
 
 def prebuild_all(configs, forms, jobs: int) -> list[str]:
     """Our program of every configuration, sizes compiled in (:func:`prebuild_programs`). Returns the errors."""
-    from . import PROGRAMS
+    from . import DISTRIBUTED, PROGRAMS
     from .run import compile_symbols, domain_extents
 
     todo = []
     unique = {(p, f, g, n, nx, ny) for p, _, g, n, nx, ny in configs for f in forms}
     for program, form, gpus, n, nx, ny in sorted(unique, key=str):
         module = PROGRAMS[program]
+        label = f"{program} {form} {gpus} GPUs"
+        if form == DISTRIBUTED:  # one build for every size and GPU count: its sizes are arguments
+            if hasattr(module, "single"):
+                todo.append((f"{program} {form}", module.__name__, "single", {"distribute": module.DISTRIBUTE}))
+            continue
         fixed, _ = compile_symbols(program, gpus, module.local_shape(n, gpus, nx, **domain_extents(program, ny)))
-        todo.append((f"{program} {form} {gpus} GPUs", module.__name__, form, fixed))
+        todo.append((label, module.__name__, form, {"symbols": fixed}))
+    todo = list({t[0]: t for t in todo}.values())
     return prebuild_programs(todo, jobs)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m npbench_runs.multigpu.scaling", description=__doc__)
     parser.add_argument("--programs", nargs="+", default=["jacobi_2d", "jacobi_3d"])
-    parser.add_argument("--forms", nargs="+", default=["plain", "overlapped"], help="forms of ours")
+    parser.add_argument(
+        "--forms",
+        nargs="+",
+        default=["plain", "overlapped", "distributed"],
+        help="forms of ours: the hand-written plain and overlapped ones, and the single-GPU program distributed by the "
+        "compiler (jacobi_2d and jacobi_3d; its time over the faster hand-written form's is vs_hand_written)",
+    )
     parser.add_argument("--frameworks", nargs="+", default=["cpufree", "dace_mpi"], choices=["cpufree", "dace_mpi"])
     parser.add_argument("--gpus", nargs="+", type=int, default=None, help="GPU counts (default 1 2 4 8 up to present)")
     parser.add_argument("--steps", type=int, default=200)
@@ -251,6 +263,7 @@ def main(argv=None) -> int:
     gpus = args.gpus or [g for g in (1, 2, 4, 8) if g <= max(_gpus(), 1)]
     # NumPy's result per domain and step count, computed once for all GPU counts and frameworks
     os.environ.setdefault("DACE_CPUFREE_REF_CACHE", str(Path(tempfile.gettempdir()) / "cpufree_references"))
+    from . import PROGRAMS
     from .dace_mpi import PROGRAMS as WITH_BASELINE  # jacobi_3d_grid has no DaCe + MPI form: ours alone
 
     baseline = [p for p in args.programs if p in WITH_BASELINE]
@@ -270,6 +283,8 @@ def main(argv=None) -> int:
         for framework, form in jobs:
             if framework == "dace_mpi" and program not in WITH_BASELINE:
                 continue
+            if form == "distributed" and not hasattr(PROGRAMS[program], "single"):
+                continue  # jacobi_3d_grid's process grid: the automatic decomposition splits one axis
             if framework == "dace_mpi" and compile_s is None:
                 compile_s = _finish_dace_build(build)
                 print(json.dumps({"dace_mpi_compile_s": compile_s}), flush=True)
@@ -296,7 +311,7 @@ def _domain(r: dict) -> tuple:
 
 
 def _summarise(rows: list[dict], floor_us: float = FLOOR_US) -> None:
-    from . import PROGRAMS
+    from . import DISTRIBUTED, FORMS, PROGRAMS
 
     def series(r):  # weak: one tile per series (a run may sweep several); strong: one global domain
         if r["mode"] == "weak":
@@ -306,11 +321,18 @@ def _summarise(rows: list[dict], floor_us: float = FLOOR_US) -> None:
         return r.get("framework", "cpufree"), r["program"], r["form"], r["mode"], size
 
     base = {series(r): r for r in rows if r.get("gpus") == 1 and "us_per_step" in r}
+    hand = {}  # the faster hand-written form of each configuration
+    for r in rows:
+        if r.get("framework", "cpufree") == "cpufree" and r.get("form") in FORMS and "us_per_step" in r:
+            if _domain(r) not in hand or r["us_per_step"] < hand[_domain(r)]:
+                hand[_domain(r)] = r["us_per_step"]
     dace = {_domain(r): r for r in rows if r.get("framework") == "dace_mpi"}
     for r in rows:
         d = dace.get(_domain(r))
         if r.get("framework") == "cpufree" and d is not None and "us_per_step" in r and "us_per_step" in d:
             r["vs_dace_mpi"] = d["us_per_step"] / r["us_per_step"]
+        if r.get("form") == DISTRIBUTED and "us_per_step" in r and _domain(r) in hand:
+            r["vs_hand_written"] = r["us_per_step"] / hand[_domain(r)]
         b = base.get(series(r))
         if b is None or "us_per_step" not in r:
             continue
@@ -327,7 +349,8 @@ def _summarise(rows: list[dict], floor_us: float = FLOOR_US) -> None:
 def _write(rows: list[dict], out: Path) -> None:
     keys = ["framework", "program", "form", "transport", "launch", "mode", "gpus", "n", "nx", "ny", "local_shape",
             "steps", "slope_steps", "timing",
-            "us_per_step", "us_per_step_one_run", "launch_us", "vs_dace_mpi", "efficiency", "halo_us_per_step",
+            "us_per_step", "us_per_step_one_run", "launch_us", "vs_dace_mpi", "vs_hand_written", "efficiency",
+            "halo_us_per_step",
             "halo_vs_floor", "halo_us_per_exchange", "exchange_vs_floor", "max_abs_error", "bitwise", "valid",
             "compile_s", "error"]  # fmt: skip
     with open(out / "multigpu_scaling.csv", "w", newline="") as f:

@@ -68,7 +68,7 @@ def prebuild_all(todo: list[tuple], jobs: int) -> list[str]:
     builds = []
     for f, g, n in sorted({(f, g, n) for f, g, n, _ in todo if f in OURS and n % g == 0 and n // g >= 2}):
         lx, ny = poisson.local_shape(n, g)
-        builds.append((f"{f} {g} GPUs N={n}", poisson.__name__, PROGRAMS[f], {"LX": lx, "NY": ny}))
+        builds.append((f"{f} {g} GPUs N={n}", poisson.__name__, PROGRAMS[f], {"symbols": {"LX": lx, "NY": ny}}))
     return prebuild_programs(builds, jobs)
 
 

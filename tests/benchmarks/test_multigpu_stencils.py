@@ -11,6 +11,7 @@ from device_links import linked_registers
 import dace_cpufree
 from dace_cpufree.runtime import build
 from npbench_runs.multigpu import FORMS, PROGRAMS, jacobi_2d, jacobi_3d
+from npbench_runs.multigpu.run import run_distributed
 
 
 def _build(program, name, **options):
@@ -55,3 +56,40 @@ def test_direct_store_kernels_fit_full_blocks(name, form, tmp_path):
     }[name]
     registers = linked_registers(getattr(PROGRAMS[name], form), "p2p", tmp_path, sizes)
     assert registers <= 65536 // 1024, registers
+
+
+@pytest.mark.parametrize("program, nx, n, pes", [("jacobi_2d", 17, 9, 3), ("jacobi_3d", 11, 7, 2)])
+def test_the_distributed_form_matches_numpy_on_emulated_pes(program, nx, n, pes):
+    """The benchmark's form "distributed" (the single-GPU program split by the compiler, called with the global arrays)
+    on emulated PEs under the race checker: NumPy's result on the global domain (rows that do not divide evenly)."""
+    module = PROGRAMS[program]
+    A0, B0 = module.initialize(n, nx)
+    a, b, fields = run_distributed(program, A0, B0, 3, 1, backend="emulate", pes=pes, race_check="shuffle")
+    ref_a, ref_b = A0.copy(), B0.copy()
+    module.reference(ref_a, ref_b, 3)
+    assert np.allclose(a, ref_a, rtol=0, atol=1e-13) and np.allclose(b, ref_b, rtol=0, atol=1e-13)
+    assert fields["form"] == "distributed" and fields["owned_shape"][0] == -(-nx // pes)
+    assert fields["us_per_step"] > 0
+
+
+def test_the_study_compares_the_distributed_form_with_the_faster_hand_written_one(monkeypatch):
+    """``vs_hand_written``: the distributed form's time over the faster hand-written form's at the same configuration;
+    the study builds the distributed program once (its sizes are arguments) and only where a program has one."""
+    from npbench_runs.multigpu import scaling
+
+    row = {"framework": "cpufree", "program": "jacobi_3d", "mode": "weak", "gpus": 2, "n": 130, "nx": 262}
+    rows = [
+        {**row, "form": "plain", "us_per_step": 10.0},
+        {**row, "form": "overlapped", "us_per_step": 8.0},
+        {**row, "form": "distributed", "us_per_step": 8.8},
+    ]
+    scaling._summarise(rows)
+    assert rows[2]["vs_hand_written"] == pytest.approx(1.1) and "vs_hand_written" not in rows[0]
+    built = []
+    monkeypatch.setattr(scaling, "prebuild_programs", lambda todo, jobs: built.extend(todo) or [])
+    configs = list(scaling._configs(["jacobi_3d", "jacobi_3d_grid"], [1, 2], ("weak",)))
+    scaling.prebuild_all(configs, ["plain", "distributed"], 1)
+    distributed = [b for b in built if b[2] == "single"]
+    assert [b[0] for b in distributed] == ["jacobi_3d distributed"]
+    assert distributed[0][3] == {"distribute": jacobi_3d.DISTRIBUTE}
+    assert len([b for b in built if b[2] == "plain"]) == 4  # two programs on 1 and 2 GPUs, sizes compiled in

@@ -4,6 +4,7 @@ the results on GPUs are in test_multigpu.py (plain forms on 2 and 4 GPUs against
 
 import dace
 import pytest
+import sympy
 from dace_cpufree.codegen.syncs import _apart, _disjoint
 from dace_cpufree.frontend import Putmem
 from dace_cpufree.transformations.early_puts import _pieces
@@ -12,6 +13,7 @@ from kernel_steps import hidden, items, puts, steps, top_maps
 
 import dace_cpufree
 from dace_cpufree import nvshmem
+from dace_cpufree.bounds import at_least
 
 N = dace.symbol("N")
 
@@ -143,8 +145,8 @@ def test_symbolic_sizes_keep_opposite_faces_apart():
 
 
 def test_faces_form_an_onion():
-    rng = [(0, 9, 1), (0, 5, 1)]
-    faces, inner = _pieces(rng, {(0, "lo"): 1, (0, "hi"): 1, (1, "lo"): 2})
+    rng = [(0, 9, 1), (0, 5, 1)]  # faces by their inner bound: the last index of a "lo" face, the first of a "hi" one
+    faces, inner = _pieces(rng, {(0, "lo"): 0, (0, "hi"): 9, (1, "lo"): 1})
     assert faces == [[(0, 9, 9), (0, 5, 1)], [(1, 8, 1), (0, 1, 1)]]
     assert inner == [(1, 8, 1), (2, 5, 1)]
     cells = {(i, j) for f in faces for i in range(f[0][0], f[0][1] + 1, f[0][2]) for j in range(f[1][0], f[1][1] + 1)}
@@ -193,3 +195,39 @@ def test_no_split_when_a_put_cannot_be_staged():
     sdfg = dace_cpufree.persistent_sdfg(_two_puts_one_flag)
     assert top_maps(sdfg) == ["0:N - 2"]
     assert not any(n.startswith("__cpufree_halo") for n in sdfg.arrays)
+
+
+def _cells(r, at) -> range:
+    return range(int(r[0].subs(at)), int(r[1].subs(at)) + 1)
+
+
+def test_faces_of_a_clamped_range_are_disjoint_and_cover_it():
+    """A distributed program's owned range, ``Max(1, pe * L - 1) .. Min(N - 2, (pe + 1) * L - 2)``, with faces up to
+    the put regions' far ends: for every PE and block length the pieces and the interior hold each cell once (also
+    where the block is shorter than the two faces, and on the first and last PE where the clamp cuts a face)."""
+    pe, L, n = (dace.symbolic.symbol(x) for x in ("pe", "L", "n"))
+    lo, hi = sympy.Max(1, pe * L - 1), sympy.Min(n - 2, sympy.Min(n, pe * L + L) - 2)
+    faces = {(0, "lo"): pe * L, (0, "hi"): pe * L + L - 3}  # widths 2 and 2, not known numbers against the clamp
+    pieces, inner = _pieces([(lo, hi, 1)], faces)
+    assert len(pieces) == 2
+    for length, pes in ((3, 4), (5, 3), (8, 2), (2, 6)):
+        total = length * pes - 1
+        for k in range(pes):
+            at = {pe: k, L: length, n: total}
+            cells = [i for p in pieces for i in _cells(p[0], at)] + list(_cells(inner[0], at))
+            assert sorted(cells) == list(_cells((lo, hi), at)), (length, pes, k)
+
+
+@pytest.mark.parametrize(
+    "x, y, proven",
+    [
+        ("Max(0, L*pe - 1) + 1", "L*pe", True),  # a Max is at least each argument
+        ("-L*pe + Max(0, L*pe) + 2", "2", True),  # also as a term of a sum
+        ("Min(N - 3, L*pe + L - 3)", "L*pe + L - 3", False),  # a Min is at most its arguments, not at least
+        ("L*pe + L", "Min(N, L*pe + L) - 1", True),
+        ("Max(0, L*pe)", "L*pe + 1", False),
+    ],
+)
+def test_clamped_bounds_are_ordered_only_when_proven(x, y, proven):
+    sym = lambda e: dace.symbolic.pystr_to_symbolic(e)  # noqa: E731
+    assert at_least(sym(x), sym(y)) is proven

@@ -48,27 +48,22 @@ def _move(state: dace.SDFGState, target: dace.SDFGState, node) -> None:
             state.remove_node(n)
 
 
-def puts_apart(sdfg: dace.SDFG) -> int:
+def communication_apart(sdfg: dace.SDFG) -> int:
     """Moves the puts of every state that holds other steps too into a new state right after it, and its waits into
     a new state before it (with copies of the containers they access): a map's state then holds the map alone, and
-    its pieces can go around the puts (:func:`split_for_puts`). Returns how many states were split."""
+    its pieces can go around the puts (:func:`.early_puts.split_for_puts`). Returns how many states were split."""
     done = 0
     for state in [s for s, _ in sdfg.all_nodes_recursive() if isinstance(s, dace.SDFGState)]:
-        puts = [n for n in state.nodes() if isinstance(n, Putmem)]
-        waits = [n for n in state.nodes() if isinstance(n, SignalWait)]
-        others = [n for n in state.nodes() if not isinstance(n, (Putmem, SignalWait, nodes.AccessNode))]
-        if not others:
+        if all(isinstance(n, (Putmem, SignalWait, nodes.AccessNode)) for n in state.nodes()):
             continue
-        if puts and all(_movable(state, n, True) for n in puts):
-            after = state.parent_graph.add_state_after(state, f"{state.label}_puts")
-            copy_state_mark(state, after)
-            for n in puts:
-                _move(state, after, n)
-            done += 1
-        if waits and all(_movable(state, n, False) for n in waits):
-            before = state.parent_graph.add_state_before(state, f"{state.label}_waits")
-            copy_state_mark(state, before)
-            for n in waits:
-                _move(state, before, n)
+        for kind, after, suffix in ((Putmem, True, "puts"), (SignalWait, False, "waits")):
+            moving = [n for n in state.nodes() if isinstance(n, kind)]
+            if not moving or not all(_movable(state, n, after) for n in moving):
+                continue
+            add = state.parent_graph.add_state_after if after else state.parent_graph.add_state_before
+            target = add(state, f"{state.label}_{suffix}")
+            copy_state_mark(state, target)
+            for n in moving:
+                _move(state, target, n)
             done += 1
     return done

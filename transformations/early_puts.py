@@ -47,7 +47,7 @@ from dace_cpufree.bounds import bounded_by, disjoint
 from dace_cpufree.facts import copy_state_mark
 
 from .block_scopes import simplify
-from .communication_apart import puts_apart
+from .communication_apart import communication_apart
 from .program_order import accesses, states_of, straight_after
 
 
@@ -68,11 +68,11 @@ def _puts_of(block) -> list[tuple[Putmem, dace.SDFGState]] | None:
 
 def fuse_maps(sdfg: dace.SDFG) -> None:
     """Fuses producer/consumer maps (as :class:`~dace_cpufree.transformations.FusePersistentKernel` does), so
-    that a stencil written as NumPy expressions is one map; puts that the simplification's state fusion joined to
-    the state of the map before them go back into a state of their own after it (:func:`puts_apart`)."""
+    that a stencil written as NumPy expressions is one map; puts and waits that the simplification's state fusion
+    joined to a map's state go back into states of their own (:mod:`.communication_apart`)."""
     FullMapFusion(perform_horizontal_map_fusion=False).apply_pass(sdfg, {})
     simplify(sdfg)
-    puts_apart(sdfg)
+    communication_apart(sdfg)
 
 
 def _the_map(state: dace.SDFGState) -> nodes.MapEntry | None:

@@ -4,7 +4,8 @@ under the race checker and compared with NumPy on the global arrays.
 Shown here: the halo widths follow the stencils' offsets (1 for a 3- or 5-point stencil, 2 for a 4th-order one, one
 side only for a one-sided one); the results match NumPy on 2, 3 and 4 PEs, on sizes that do not divide by the PE count
 (the last PE owns fewer elements) and with the split along a strided axis, so a wrong halo width, a missing or early
-signal, or a boundary element computed by the wrong PE would differ or be reported; reductions become Allreduce (a
+signal, or a boundary element computed by the wrong PE would differ or be reported; each exchange overlaps the rest of
+the step that feeds it (faces first, puts, interior, waits); reductions become Allreduce (a
 conjugate gradient in plain NumPy, a max-norm); removing a halo wait from the generated kernel is reported as a race;
 programs that cannot be split are refused naming the array, the access, its line and the fix. NPBench's own stencils
 are in tests/benchmarks/test_distribute_npbench.py.
@@ -41,6 +42,21 @@ def test_an_exchange_follows_the_last_write_before_a_halo_read():
     """upwind writes u twice per step (its first row, then the rest) before v reads u's halo: one exchange of u."""
     sdfg = dace_cpufree.persistent_sdfg(dp.upwind, options=_options({"u": 0, "v": 0}))
     assert sorted(e.array for e in decomposition_of(sdfg).exchanges) == ["u", "v"]
+
+
+def test_each_exchange_overlaps_the_rest_of_the_step_that_feeds_it():
+    """jacobi_2d split along its rows: per half-step the two face rows that the puts send are computed first, then the
+    puts, the interior while the halos travel, the waits and the unpacking of the halo buffers; two grid syncs per
+    half-step (the faces, the rest), none between the disjoint pieces."""
+    source = dace_cpufree.kernel_source(dp.jacobi_2d, backend="cuda", distribute={"A": 0, "B": 0})
+    labels = [label for label, _, _ in source.steps]
+    half = labels[: labels.index("tasklet signal_wait") + 2]
+    maps = [k for k, label in enumerate(half) if label.startswith("map ")]
+    puts = [k for k, label in enumerate(half) if label == "tasklet putmem"]
+    assert len(maps) == 3 and len(puts) == 2 and maps[1] < puts[0] and puts[-1] < maps[2] < len(half) - 2
+    assert labels.count("tasklet putmem") == 4
+    assert sum(label.startswith("copy __cpufree_halo_") for label in labels) == 4
+    assert source.grid_syncs == 4
 
 
 def test_halo_widths_follow_the_stencils_offsets():

@@ -10,6 +10,8 @@ least 1). They answer "proven" or "not proven", never a guess.
 
 from __future__ import annotations
 
+import functools
+
 import sympy
 
 from dace_cpufree.decomposition import LOCAL_SYMBOL
@@ -19,8 +21,11 @@ from dace_cpufree.vocabulary import N_PES_SYMBOL, PE_SYMBOL
 LEAST = {PE_SYMBOL: 0, N_PES_SYMBOL: 1, LOCAL_SYMBOL: 1}
 
 
+_CLAMPS = (sympy.Max, sympy.Min)
+
+
 def _const(x) -> int | None:
-    x = sympy.simplify(x)
+    x = sympy.expand(x)
     return int(x) if x.is_Integer else None
 
 
@@ -41,12 +46,17 @@ def _leaves(x, kind) -> list:
     return out
 
 
+@functools.lru_cache(maxsize=8192)
 def _nonnegative(d) -> bool:
+    """Whether ``d >= 0`` is proven: a number, or a clamp-free expression that cannot be negative given the least
+    values of the compiler's symbols in it."""
     d = sympy.expand(d)
     if d.is_Integer:
-        return d >= 0
+        return bool(d >= 0)
     known = {s: sympy.Dummy(nonnegative=True, integer=True) + LEAST[str(s)] for s in d.free_symbols if str(s) in LEAST}
-    return bool(known) and d.subs(known).is_nonnegative is True
+    if not known or d.has(*_CLAMPS):
+        return False
+    return sympy.expand(d.xreplace(known)).is_nonnegative is True
 
 
 def at_least(x, y) -> bool:
@@ -57,11 +67,20 @@ def at_least(x, y) -> bool:
 def bounded_by(bound, x) -> bool:
     """Whether ``x`` is one of the terms that clamp ``bound`` (``bound = Max(..., x + 0, ...)`` or ``Min``), or
     ``bound`` itself: the end of a clamped range that ``x`` would be without the clamp."""
-    return any(_const(a - x) == 0 for kind in (sympy.Max, sympy.Min) for a in _leaves(bound, kind))
+    return any(_const(a - x) == 0 for kind in _CLAMPS for a in _leaves(bound, kind))
+
+
+def _clamped(x) -> bool:
+    """Whether ``x`` holds a clamp or one of the compiler's symbols (else DaCe's own comparisons decide as much)."""
+    x = sympy.sympify(x)
+    return x.has(*_CLAMPS) or any(str(s) in LEAST for s in x.free_symbols)
 
 
 def disjoint(a, b) -> bool:
-    """Whether the ranges ``a`` and ``b`` (DaCe subsets of one array) provably share no element."""
+    """Whether the ranges ``a`` and ``b`` (DaCe subsets of one array) provably share no element; ranges without clamps
+    and the compiler's symbols are left to DaCe (``False`` here)."""
+    if not any(_clamped(v) for r in (a, b) for lo, hi, _ in r for v in (lo, hi)):
+        return False
     return any(
         at_least(lo_a - 1, hi_b) or at_least(lo_b - 1, hi_a) for (lo_a, hi_a, _), (lo_b, hi_b, _) in zip(a, b)
     )

@@ -121,7 +121,11 @@ def _write_offsets(state, entry: nodes.MapEntry) -> tuple[str, list[int], list] 
 
 
 def _const(x) -> int | None:
-    x = sympy.simplify(x)
+    """``x`` as a number where it is one (a clamped expression only where it cancels: sympy's simplification of
+    clamps is slow and proves no more here)."""
+    x = sympy.expand(x)
+    if not x.is_Integer and not x.has(sympy.Max, sympy.Min):
+        x = sympy.simplify(x)
     return int(x) if x.is_Integer else None
 
 

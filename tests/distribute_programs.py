@@ -108,3 +108,10 @@ def product(A: dace.float64[N, N], x: dace.float64[N], y: dace.float64[N]):
 @dace.program
 def unsplit_output(A: dace.float64[N], B: dace.float64[N]):
     B[1:-1] = A[:-2] + A[2:]
+
+
+@dace.program
+def longer_temporary(A: dace.float64[N + 2], B: dace.float64[N]):
+    """A temporary one element longer than the split ``B``: its ends lie outside ``B``'s blocks (refused)."""
+    t = A[0 : N + 1] + A[1 : N + 2]
+    B[:] = t[1:] - t[:-1]

@@ -23,6 +23,7 @@ from dace.frontend.operations import detect_reduction_type
 from dace.sdfg import propagation
 from dace_cpufree.frontend.pe import N_PES_SYMBOL, PE_SYMBOL, pe_symbol
 
+from dace_cpufree.bounds import at_least
 from dace_cpufree.decomposition import LOCAL_SYMBOL, Split
 from dace_cpufree.errors import NotPersistableError
 
@@ -280,6 +281,7 @@ def split_arrays(
         if s != 1:
             _refuse(next(m.data for m, _ in sc.accesses if m.data in align), f"{p} in {b}:{e + 1}:{s}", sc.entry,
                     "the map along the split axis takes steps of more than one element")
+        _check_inside(sc, align, b + c, e + c, extent)
         owner.map.range[k] = (sympy.Max(b, lo - c), sympy.Min(e, hi - 1 - c), s)
     for _, e in _copies(sdfg):
         _clamp_copy(e, align, lo, hi)
@@ -302,6 +304,25 @@ def split_arrays(
     return tuple(
         Split(name, axis, off, *widths[name], name in named, str(tuple(sdfg.arrays[name].shape)))
         for name, (axis, off) in sorted(align.items())
+    )
+
+
+def _check_inside(sc: _Scope, align: dict, first, last, extent) -> None:
+    """An aligned map's template indices ``first .. last`` do not provably reach beyond the split axis (0 to
+    ``extent - 1``): a map that does (a temporary longer than the named arrays, such as a Laplacian over
+    ``in_field[1:I + 3]`` beside an output of ``I`` rows) would have those elements computed by no PE."""
+    first, last, extent = (symbolic.pystr_to_symbolic(str(v)) for v in (first, last, extent))  # one symbol per name
+    if not at_least(-1, first) and not at_least(last, extent):  # refused where reaching beyond is proven
+        return
+    array = next((m.data for m, written in sc.accesses if m.data in align and written), None)
+    array = array or next(m.data for m, _ in sc.accesses if m.data in align)
+    _refuse(
+        array,
+        f"{array} along the split axis at {first} .. {last}",
+        sc.entry,
+        f"it reaches beyond the split axis's {extent} elements (0 .. {extent - 1}), which no PE would compute",
+        "Fix: also name the longer arrays it is computed from (with the same length on the split axis), or distribute "
+        "along an axis where every array has the same length.",
     )
 
 

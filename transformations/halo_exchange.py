@@ -46,9 +46,11 @@ def distribute(sdfg: dace.SDFG, named: dict[str, int]) -> Decomposition:
     _check_named(sdfg, named)
     extents = {sdfg.arrays[n].shape[a] for n, a in named.items()}
     if len(extents) != 1:
+        lengths = ", ".join(f"'{n}' axis {a}: {sdfg.arrays[n].shape[a]}" for n, a in named.items())
         raise CpufreeError(
-            f"distribute={dict(named)}: the split axes have different lengths ({', '.join(map(str, extents))}). "
-            "Fix: split arrays whose split axes have one length (the grid's), e.g. all along their first axis."
+            f"distribute={dict(named)}: the split axes have different lengths ({lengths}); the arrays named in "
+            "distribute are cut into blocks of one length. Fix: name arrays whose split axes have one length (an "
+            "axis all of them share, or leave out the arrays of another length: they are then computed on every PE)."
         )
     extent = extents.pop()
     align, scopes = align_arrays(sdfg, named)

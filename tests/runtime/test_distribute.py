@@ -166,6 +166,7 @@ def _line(program, text: str) -> str:
         (dp.product, {"A": 0, "y": 0}, ("'A'", "MatMul", "product over the split axis"), "A @ x"),
         (dp.unsplit_output, {"A": 0}, ("'B'", "not split itself", "add 'B'"), "B[1:-1]"),
         (dp.in_place, {"u": 0}, ("'u'", "still reads it", "into a second array"), "u[1:-1]"),
+        (dp.longer_temporary, {"B": 0}, ("beyond the split axis", "no PE would compute", "Fix: also name"), "t = "),
     ],
 )
 def test_programs_that_cannot_be_split_are_refused(program, split, words, line):
